@@ -1,0 +1,579 @@
+/*-------------------------------------------------------------------------
+ *
+ * claims.c
+ *	  The claims registry: issuing fencing tokens, renewing and releasing
+ *	  claims, answering whether a token is current, and the token locks
+ *	  that keep a write and a takeover of the same job from interleaving.
+ *
+ * fence_claims holds one row per job, whose token is that job's current
+ * claim.  Tokens come from one sequence for the whole database, so every
+ * token is greater than every token issued before it, for any job, and a
+ * token above the sequence's last value was never issued at all.
+ *
+ * Serialising writers against takeovers.  A writer (fence_begin, or the
+ * guard validating a token) takes the token's lock in share mode before it
+ * reads fence_claims, and holds it to the end of its transaction.  A claim
+ * that would replace the token takes the same lock in exclusive mode without
+ * waiting, and answers NULL if it cannot have it.  So either the claim comes
+ * first, and the writer, once its lock is granted, reads the new token with
+ * a fresh snapshot and is fenced; or the writer comes first, and the claim
+ * fails until the writer's transaction ends.  The locks live in the lock
+ * manager, not on the claim row: taking one writes no WAL and dirties no
+ * page.  A second lock on the job name keeps two claims of the same job
+ * from queueing behind each other.
+ *
+ * The writer's read uses the latest snapshot, not the transaction's: a
+ * REPEATABLE READ writer whose snapshot predates a takeover must still see
+ * it.  ri_triggers.c reads with GetLatestSnapshot() for the same reason.
+ *
+ * Copyright (c) 2026, the fence authors
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fence.h"
+
+#include "access/genam.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "catalog/pg_type.h"
+#include "common/hashfn.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+PG_FUNCTION_INFO_V1(fence_claim);
+PG_FUNCTION_INFO_V1(fence_renew);
+PG_FUNCTION_INFO_V1(fence_release);
+PG_FUNCTION_INFO_V1(fence_current);
+PG_FUNCTION_INFO_V1(fence_is_current);
+PG_FUNCTION_INFO_V1(fence_begin);
+
+/* The registry's statements, prepared once per backend. */
+typedef enum ClaimsPlan
+{
+	PLAN_CLAIM_READ,			/* the job's token, and whether it is free */
+	PLAN_CLAIM_NEW,				/* first claim of a job */
+	PLAN_CLAIM_TAKEOVER,		/* replace a released or expired claim */
+	PLAN_RENEW,
+	PLAN_RELEASE,
+	N_CLAIMS_PLANS
+} ClaimsPlan;
+
+static SPIPlanPtr claims_plans[N_CLAIMS_PLANS];
+static uint64 claims_plans_generation = 0;
+
+/* What the index lookup of a claim row returns. */
+typedef struct ClaimRow
+{
+	char	   *job;
+	int64		token;
+	bool		released;
+} ClaimRow;
+
+/*
+ * Lock tags.  Tokens are unique bigints, so the token lock is exact.  The
+ * job lock hashes the name to 64 bits; a collision can only make a claim
+ * answer NULL while an unrelated claim is in flight, never let two through.
+ */
+static void
+set_token_locktag(LOCKTAG *tag, int64 token)
+{
+	uint64		key = (uint64) token;
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, FENCE_LOCKTAG_TOKEN);
+}
+
+/* Take a token's lock to the end of the transaction, waiting if need be. */
+void
+fence_lock_token(int64 token, bool exclusive)
+{
+	LOCKTAG		tag;
+
+	set_token_locktag(&tag, token);
+	(void) LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock,
+					   false, false);
+}
+
+/* Take a token's lock in exclusive mode if no writer holds it. */
+static bool
+try_lock_token_for_takeover(int64 token)
+{
+	LOCKTAG		tag;
+
+	set_token_locktag(&tag, token);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Take the job name's lock if no other claim of it is in flight. */
+static bool
+try_lock_job_for_claim(const char *job)
+{
+	LOCKTAG		tag;
+	uint64		key = hash_bytes_extended((const unsigned char *) job,
+										  strlen(job), 0);
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, FENCE_LOCKTAG_JOB);
+	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * Read one claim row through an index, by job or by token, with the latest
+ * snapshot.  No SPI: this is the guard's path, once per transaction.
+ */
+static bool
+claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
+{
+	Relation	rel;
+	Relation	idx;
+	Snapshot	snapshot;
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	bool		found;
+
+	rel = table_open(cat->claims_relid, AccessShareLock);
+	idx = index_open(by_token ? cat->claims_token_index : cat->claims_job_index,
+					 AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber,
+						   InvalidOid, idx->rd_indcollation[0],
+						   by_token ? F_INT8EQ : F_TEXTEQ, key);
+#if PG_VERSION_NUM >= 180000
+	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
+#else
+	scan = index_beginscan(rel, idx, snapshot, 1, 0);
+#endif
+	index_rescan(scan, &skey, 1, NULL, 0);
+	slot = table_slot_create(rel, NULL);
+
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	if (found)
+	{
+		bool		isnull;
+
+		row->job = TextDatumGetCString(slot_getattr(slot, cat->att_job, &isnull));
+		row->token = DatumGetInt64(slot_getattr(slot, cat->att_token, &isnull));
+		row->released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
+	}
+
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * What the registry says about a token.  If expected_job is given, the token
+ * is current only if it is that job's claim, and the job's row is reported
+ * for the error message.  The caller must already hold the token's lock, or
+ * the answer may be stale by the time it acts on it.
+ */
+void
+fence_check_token(FenceCatalog *cat, int64 token, const char *expected_job,
+				  FenceTokenCheck *result)
+{
+	ClaimRow	row;
+
+	memset(result, 0, sizeof(*result));
+
+	if (claims_fetch(cat, true, Int64GetDatum(token), &row) && !row.released &&
+		(expected_job == NULL || strcmp(row.job, expected_job) == 0))
+	{
+		result->state = FENCE_TOKEN_CURRENT;
+		result->job = row.job;
+		return;
+	}
+
+	/* Not current: gather what the error message will say. */
+	if (expected_job != NULL &&
+		claims_fetch(cat, false, CStringGetTextDatum(expected_job), &row))
+	{
+		result->job_found = true;
+		result->job_token = row.token;
+		result->job_released = row.released;
+	}
+	result->last_issued = fence_last_token_issued(cat);
+	result->state = (token > result->last_issued) ?
+		FENCE_TOKEN_NEVER_ISSUED : FENCE_TOKEN_SUPERSEDED;
+}
+
+/*
+ * Raise the error for a token that is not its job's current claim.  The
+ * guard reports a never-issued token as invalid (5F004); the functions that
+ * name a job report every non-current token as superseded (5F001).
+ */
+void
+fence_report_token(int64 token, const char *job, FenceTokenCheck *check,
+				   bool never_issued_is_invalid)
+{
+	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				 errmsg("invalid fencing token " INT64_FORMAT, token),
+				 errdetail("No claim issued this token: the last token issued is " INT64_FORMAT ".",
+						   check->last_issued),
+				 errhint(FENCE_STOP_HINT)));
+
+	if (job == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				 errmsg("fencing token " INT64_FORMAT " has been superseded", token),
+				 errdetail("Token " INT64_FORMAT " is no longer the current claim of any job.",
+						   token),
+				 errhint(FENCE_STOP_HINT)));
+	else if (!check->job_found)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				 errmsg("fencing token " INT64_FORMAT " is not the current claim of job \"%s\"",
+						token, job),
+				 errdetail("Job \"%s\" has no claim.", job),
+				 errhint(FENCE_STOP_HINT)));
+	else if (check->job_released)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				 errmsg("fencing token " INT64_FORMAT " is not the current claim of job \"%s\"",
+						token, job),
+				 errdetail("The claim of job \"%s\" by token " INT64_FORMAT " was released.",
+						   job, check->job_token),
+				 errhint(FENCE_STOP_HINT)));
+	else
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				 errmsg("fencing token " INT64_FORMAT " is not the current claim of job \"%s\"",
+						token, job),
+				 errdetail("Job \"%s\" is now held by token " INT64_FORMAT ".",
+						   job, check->job_token),
+				 errhint(FENCE_STOP_HINT)));
+}
+
+/*
+ * Prepared statements of the registry.  They are rebuilt when the catalog
+ * is (a new extension schema means new query text), and when the plan cache
+ * says a plan can no longer be used, as ri_FetchPreparedPlan does.
+ */
+void
+fence_claims_reset_plans(void)
+{
+	int			i;
+
+	for (i = 0; i < N_CLAIMS_PLANS; i++)
+	{
+		if (claims_plans[i])
+			SPI_freeplan(claims_plans[i]);
+		claims_plans[i] = NULL;
+	}
+}
+
+static SPIPlanPtr
+claims_plan(FenceCatalog *cat, ClaimsPlan which)
+{
+	/* $1 job, $2 lease, $3 holder, $4 token, $5 the token sequence */
+	static Oid	argtypes[5] = {TEXTOID, INTERVALOID, TEXTOID, INT8OID, REGCLASSOID};
+	const char *claims;
+	char	   *sql;
+	SPIPlanPtr	plan;
+
+	if (claims_plans_generation != cat->generation)
+	{
+		fence_claims_reset_plans();
+		claims_plans_generation = cat->generation;
+	}
+	if (claims_plans[which] && SPI_plan_is_valid(claims_plans[which]))
+		return claims_plans[which];
+
+	claims = quote_qualified_identifier(cat->nspname, "fence_claims");
+	switch (which)
+	{
+		case PLAN_CLAIM_READ:
+			sql = psprintf("SELECT token, released OR lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()"
+						   " FROM %s WHERE job OPERATOR(pg_catalog.=) $1",
+						   claims);
+			break;
+		case PLAN_CLAIM_NEW:
+			sql = psprintf("INSERT INTO %s (job, token, holder, claimed_at, lease_expires_at)"
+						   " VALUES ($1, pg_catalog.nextval($5), $3, pg_catalog.clock_timestamp(),"
+						   " pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2)"
+						   " ON CONFLICT (job) DO NOTHING RETURNING token",
+						   claims);
+			break;
+		case PLAN_CLAIM_TAKEOVER:
+			/* SKIP LOCKED: a claim never queues behind a row lock. */
+			sql = psprintf("WITH free AS (SELECT job FROM %s"
+						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
+						   " AND (released OR lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp())"
+						   " FOR UPDATE SKIP LOCKED)"
+						   " UPDATE %s c SET token = pg_catalog.nextval($5), holder = $3,"
+						   " claimed_at = pg_catalog.clock_timestamp(),"
+						   " lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2,"
+						   " released = false"
+						   " FROM free WHERE c.job OPERATOR(pg_catalog.=) free.job RETURNING c.token",
+						   claims, claims);
+			break;
+		case PLAN_RENEW:
+			sql = psprintf("UPDATE %s SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2"
+						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
+						   " AND NOT released RETURNING lease_expires_at",
+						   claims);
+			break;
+		case PLAN_RELEASE:
+			sql = psprintf("UPDATE %s SET released = true"
+						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
+						   " AND NOT released RETURNING token",
+						   claims);
+			break;
+		default:
+			elog(ERROR, "unrecognized fence plan %d", (int) which);
+			sql = NULL;			/* keep compiler quiet */
+	}
+
+	plan = SPI_prepare(sql, lengthof(argtypes), argtypes);
+	if (plan == NULL)
+		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
+			 SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "SPI_keepplan failed");
+	if (claims_plans[which])
+		SPI_freeplan(claims_plans[which]);
+	claims_plans[which] = plan;
+	pfree(sql);
+	return plan;
+}
+
+/*
+ * Run one of the registry's statements.  Returns the number of rows; the
+ * first column of the first row, if any, goes to *result.
+ */
+static uint64
+claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
+			   Interval *lease, text *holder, int64 token, Datum *result,
+			   bool *result_isnull)
+{
+	Datum		values[5];
+	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
+	int			ret;
+	int			expected;
+
+	values[0] = CStringGetTextDatum(job);
+	values[1] = lease ? IntervalPGetDatum(lease) : (Datum) 0;
+	nulls[1] = lease ? ' ' : 'n';
+	values[2] = holder ? PointerGetDatum(holder) : (Datum) 0;
+	nulls[2] = holder ? ' ' : 'n';
+	values[3] = Int64GetDatum(token);
+	values[4] = ObjectIdGetDatum(cat->token_seq_relid);
+
+	expected = (which == PLAN_CLAIM_READ) ? SPI_OK_SELECT :
+		(which == PLAN_CLAIM_NEW) ? SPI_OK_INSERT_RETURNING : SPI_OK_UPDATE_RETURNING;
+	ret = SPI_execute_plan(claims_plan(cat, which), values, nulls, false, 0);
+	if (ret != expected)
+		elog(ERROR, "fence registry statement %d returned %s", (int) which,
+			 SPI_result_code_string(ret));
+	if (SPI_processed > 1)
+		elog(ERROR, "fence registry statement %d affected " UINT64_FORMAT " rows",
+			 (int) which, SPI_processed);
+
+	*result_isnull = true;
+	if (SPI_processed == 1)
+		*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								result_isnull);
+	return SPI_processed;
+}
+
+/*
+ * fence_claim(job, lease, holder) returns bigint
+ *
+ * Issue a new token for the job if it has no claim, or its claim was
+ * released or has expired; otherwise NULL.  Never waits: if another claim of
+ * the job is in flight, or a transaction is writing with the job's current
+ * token, the answer is NULL at once and the worker tries again later.
+ */
+Datum
+fence_claim(PG_FUNCTION_ARGS)
+{
+	char	   *job = fence_job_arg(fcinfo, 0);
+	Interval   *lease = fence_lease_arg(fcinfo, 1);
+	text	   *holder = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	Datum		value;
+	bool		isnull;
+	int64		old_token = 0;
+	int64		new_token = 0;
+
+	if (!try_lock_job_for_claim(job))
+		PG_RETURN_NULL();
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	if (claims_execute(cat, PLAN_CLAIM_READ, job, lease, holder, 0,
+					   &value, &isnull) == 0)
+	{
+		/* First claim of this job. */
+		if (claims_execute(cat, PLAN_CLAIM_NEW, job, lease, holder, 0,
+						   &value, &isnull) == 1)
+			new_token = DatumGetInt64(value);
+	}
+	else
+	{
+		bool		free_isnull;
+		bool		is_free;
+
+		old_token = DatumGetInt64(value);
+		is_free = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+											 SPI_tuptable->tupdesc, 2,
+											 &free_isnull));
+		if (is_free && try_lock_token_for_takeover(old_token) &&
+			claims_execute(cat, PLAN_CLAIM_TAKEOVER, job, lease, holder,
+						   old_token, &value, &isnull) == 1)
+			new_token = DatumGetInt64(value);
+	}
+
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+
+	if (new_token == 0)
+		PG_RETURN_NULL();
+
+	/* If this transaction wrote with the old token, it may not any more. */
+	if (old_token != 0)
+		fence_xact_forget_token(old_token);
+	PG_RETURN_INT64(new_token);
+}
+
+/*
+ * fence_renew(job, token, lease) returns timestamptz
+ *
+ * Extend the lease of the job's current claim.  The token's lock is taken
+ * in share mode first, so the renewal and a takeover are ordered, and the
+ * rest of the transaction may write with the token without checking again.
+ */
+Datum
+fence_renew(PG_FUNCTION_ARGS)
+{
+	char	   *job = fence_job_arg(fcinfo, 0);
+	int64		token = fence_token_arg(fcinfo, 1);
+	Interval   *lease = fence_lease_arg(fcinfo, 2);
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	Datum		expiry = (Datum) 0;
+	bool		isnull;
+	uint64		renewed;
+
+	fence_lock_token(token, false);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	renewed = claims_execute(cat, PLAN_RENEW, job, lease, NULL, token,
+							 &expiry, &isnull);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+
+	if (renewed == 0)
+	{
+		FenceTokenCheck check;
+
+		fence_check_token(cat, token, job, &check);
+		fence_report_token(token, job, &check, false);
+	}
+
+	fence_xact_remember_token(token);
+	PG_RETURN_DATUM(expiry);
+}
+
+/*
+ * fence_release(job, token) returns boolean
+ *
+ * Conditional acknowledgement: end the claim if the token is the job's
+ * current one.  Writers already inside a transaction with the token keep
+ * their lock, so a takeover still waits for them to finish.
+ */
+Datum
+fence_release(PG_FUNCTION_ARGS)
+{
+	char	   *job = fence_job_arg(fcinfo, 0);
+	int64		token = fence_token_arg(fcinfo, 1);
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	Datum		value;
+	bool		isnull;
+	uint64		released;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	released = claims_execute(cat, PLAN_RELEASE, job, NULL, NULL, token,
+							  &value, &isnull);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+
+	/* Later writes in this transaction must see the release. */
+	fence_xact_forget_token(token);
+	PG_RETURN_BOOL(released == 1);
+}
+
+/*
+ * fence_current(job) returns bigint
+ *
+ * The job's current token; NULL if it has no claim or it was released.
+ */
+Datum
+fence_current(PG_FUNCTION_ARGS)
+{
+	char	   *job = fence_job_arg(fcinfo, 0);
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	ClaimRow	row;
+
+	if (!claims_fetch(cat, false, CStringGetTextDatum(job), &row) || row.released)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(row.token);
+}
+
+/*
+ * fence_is_current(job, token) returns boolean
+ *
+ * The handler's early check before doing damage.  It takes no lock: the
+ * answer may change a moment later, and only a write is checked for real.
+ */
+Datum
+fence_is_current(PG_FUNCTION_ARGS)
+{
+	char	   *job = fence_job_arg(fcinfo, 0);
+	int64		token = fence_token_arg(fcinfo, 1);
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	ClaimRow	row;
+
+	PG_RETURN_BOOL(claims_fetch(cat, false, CStringGetTextDatum(job), &row) &&
+				   !row.released && row.token == token);
+}
+
+/*
+ * fence_begin(job, token) returns void
+ *
+ * Bind the token to the transaction: every write to a protected table until
+ * it ends carries the token, and no claim of the job can succeed meanwhile.
+ */
+Datum
+fence_begin(PG_FUNCTION_ARGS)
+{
+	char	   *job = fence_job_arg(fcinfo, 0);
+	int64		token = fence_token_arg(fcinfo, 1);
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	FenceTokenCheck check;
+
+	fence_lock_token(token, false);
+	fence_check_token(cat, token, job, &check);
+	if (check.state != FENCE_TOKEN_CURRENT)
+		fence_report_token(token, job, &check, false);
+
+	fence_xact_remember_token(token);
+	fence_xact_bind(job, token);
+	PG_RETURN_VOID();
+}

@@ -1,0 +1,223 @@
+/*-------------------------------------------------------------------------
+ *
+ * fence.c
+ *	  Module entry for fence, the checks every SQL entry point applies to
+ *	  its arguments, and the catalog of fence's own relations.
+ *
+ * fence's relations live in whatever schema the extension was created in.
+ * They are found from the namespace of the function being called, so no
+ * lookup ever depends on the caller's search_path, and the result is kept
+ * for the life of the backend until a relcache invalidation for one of
+ * them (DROP EXTENSION, ALTER TABLE, a full reset) says to look again.
+ *
+ * Copyright (c) 2026, the fence authors
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fence.h"
+
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+
+PG_MODULE_MAGIC;
+
+void		_PG_init(void);
+
+static FenceCatalog fence_cat;	/* the cached catalog */
+static bool fence_cat_valid = false;	/* false until looked up, and after an
+										 * invalidation of any relation in it */
+
+static Oid	fence_lookup_relation(Oid nspid, const char *relname, char relkind);
+static void fence_catalog_invalidate(Datum arg, Oid relid);
+
+void
+_PG_init(void)
+{
+	fence_xact_init();
+	CacheRegisterRelcacheCallback(fence_catalog_invalidate, (Datum) 0);
+}
+
+/*
+ * Forget the catalog when any of its relations changes, or on a full reset
+ * (relid == InvalidOid).  Callbacks must not do catalog access, so this only
+ * marks the cache stale; fence_catalog() rebuilds it on next use.
+ */
+static void
+fence_catalog_invalidate(Datum arg, Oid relid)
+{
+	if (!fence_cat_valid)
+		return;
+	if (relid == InvalidOid ||
+		relid == fence_cat.claims_relid ||
+		relid == fence_cat.claims_job_index ||
+		relid == fence_cat.claims_token_index ||
+		relid == fence_cat.token_seq_relid)
+		fence_cat_valid = false;
+}
+
+static Oid
+fence_lookup_relation(Oid nspid, const char *relname, char relkind)
+{
+	Oid			relid = get_relname_relid(relname, nspid);
+
+	if (!OidIsValid(relid) || get_rel_relkind(relid) != relkind)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.%s\" of extension \"fence\" does not exist",
+						get_namespace_name(nspid), relname),
+				 errhint("Reinstall the extension with DROP EXTENSION fence and CREATE EXTENSION fence.")));
+	return relid;
+}
+
+/*
+ * Return fence's catalog, looking it up in the schema of the function
+ * fn_oid (any fence function: they all live in the extension's schema).
+ */
+FenceCatalog *
+fence_catalog(Oid fn_oid)
+{
+	static uint64 generation = 0;
+	Oid			nspid;
+	MemoryContext oldcxt;
+
+	if (fence_cat_valid)
+		return &fence_cat;
+
+	nspid = get_func_namespace(fn_oid);
+	if (!OidIsValid(nspid))
+		elog(ERROR, "cache lookup failed for function %u", fn_oid);
+
+	if (fence_cat.nspname)
+		pfree(fence_cat.nspname);
+	memset(&fence_cat, 0, sizeof(fence_cat));
+
+	fence_cat.nspid = nspid;
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	fence_cat.nspname = get_namespace_name(nspid);
+	MemoryContextSwitchTo(oldcxt);
+
+	fence_cat.claims_relid = fence_lookup_relation(nspid, "fence_claims",
+												   RELKIND_RELATION);
+	fence_cat.claims_job_index = fence_lookup_relation(nspid, "fence_claims_pkey",
+													   RELKIND_INDEX);
+	fence_cat.claims_token_index = fence_lookup_relation(nspid, "fence_claims_token_key",
+														 RELKIND_INDEX);
+	fence_cat.token_seq_relid = fence_lookup_relation(nspid, "fence_token_seq",
+													  RELKIND_SEQUENCE);
+	fence_cat.att_job = get_attnum(fence_cat.claims_relid, "job");
+	fence_cat.att_token = get_attnum(fence_cat.claims_relid, "token");
+	fence_cat.att_released = get_attnum(fence_cat.claims_relid, "released");
+	if (fence_cat.att_job == InvalidAttrNumber ||
+		fence_cat.att_token == InvalidAttrNumber ||
+		fence_cat.att_released == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("table \"%s.fence_claims\" lacks a column fence needs",
+						fence_cat.nspname)));
+
+	fence_cat.generation = ++generation;
+	fence_cat_valid = true;
+	return &fence_cat;
+}
+
+/*
+ * The job argument: not NULL, not empty, short enough to be a btree key.
+ * Returns it as a C string in the current memory context.
+ */
+char *
+fence_job_arg(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *job;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("job must not be null")));
+	job = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(job);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job must not be empty")));
+	if (len > FENCE_MAX_JOB_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("job name is too long"),
+				 errdetail("A job name may be at most %d bytes; this one is %d bytes.",
+						   FENCE_MAX_JOB_BYTES, len)));
+	return text_to_cstring(job);
+}
+
+/* The token argument: not NULL, and positive, as every issued token is. */
+int64
+fence_token_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int64		token;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("token must not be null")));
+	token = PG_GETARG_INT64(argno);
+	if (token <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("token must be positive"),
+				 errdetail("fence_claim issues only positive tokens; got " INT64_FORMAT ".",
+						   token)));
+	return token;
+}
+
+/* The lease argument: not NULL, and longer than zero. */
+Interval *
+fence_lease_arg(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *lease;
+	Interval   *zero;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("lease must not be null")));
+	lease = PG_GETARG_INTERVAL_P(argno);
+	zero = (Interval *) palloc0(sizeof(Interval));
+	if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+										  IntervalPGetDatum(lease),
+										  IntervalPGetDatum(zero))) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease must be positive"),
+				 errdetail("The lease given is %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(lease))))));
+	pfree(zero);
+	return lease;
+}
+
+/*
+ * The last token the counter has issued, 0 if none.  Any token above it was
+ * never issued by fence_claim: it is forged, or restored from the future.
+ * Only the error paths call this.
+ */
+int64
+fence_last_token_issued(FenceCatalog *cat)
+{
+	LOCAL_FCINFO(seqinfo, 1);
+	Datum		result;
+
+	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
+	seqinfo->args[0].value = ObjectIdGetDatum(cat->token_seq_relid);
+	seqinfo->args[0].isnull = false;
+	result = pg_sequence_last_value(seqinfo);
+	if (seqinfo->isnull)
+		return 0;
+	return DatumGetInt64(result);
+}

@@ -1,0 +1,114 @@
+/*-------------------------------------------------------------------------
+ *
+ * fence.h
+ *	  Declarations shared by the parts of the fence extension.
+ *
+ * fence makes PostgreSQL the arbiter of fencing tokens for job workers.
+ * The parts are:
+ *
+ *	fence.c		module entry, argument checks, the catalog of fence's own
+ *				relations (found from the schema the extension lives in)
+ *	claims.c	the claims registry: fence_claim, fence_renew, fence_release,
+ *				fence_current, fence_is_current, fence_begin, and the token
+ *				locks that serialise writers against takeovers
+ *	xact.c		per-transaction state: the token bound by fence_begin and the
+ *				tokens already validated and locked, kept correct across
+ *				savepoints
+ *	guard.c		the fence_guard() row trigger and the TRUNCATE refusal
+ *
+ * Copyright (c) 2026, the fence authors
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef FENCE_H
+#define FENCE_H
+
+#include "access/attnum.h"
+#include "fmgr.h"
+#include "utils/timestamp.h"
+
+/*
+ * fence's own SQLSTATE class, 5F: "you were fenced, stop" is a different
+ * answer from "try again", so a client must be able to tell them apart.
+ */
+#define ERRCODE_FENCE_SUPERSEDED	MAKE_SQLSTATE('5','F','0','0','1')
+#define ERRCODE_FENCE_ROW_NEWER		MAKE_SQLSTATE('5','F','0','0','2')
+#define ERRCODE_FENCE_NO_TOKEN		MAKE_SQLSTATE('5','F','0','0','3')
+#define ERRCODE_FENCE_INVALID_TOKEN MAKE_SQLSTATE('5','F','0','0','4')
+#define ERRCODE_FENCE_TRUNCATE		MAKE_SQLSTATE('5','F','0','0','5')
+
+/* The hint every fenced write carries. */
+#define FENCE_STOP_HINT \
+	"Stop the handler: retrying with the same token will be fenced again."
+
+/* Longest job name accepted, in bytes; it is a btree key. */
+#define FENCE_MAX_JOB_BYTES 1024
+
+/*
+ * Lock tag classes, stored in locktag_field4 of an advisory-method lock
+ * (as Citus does), so that fence's locks never collide with an
+ * application's pg_advisory_lock keys, which use classes 1 and 2.
+ */
+#define FENCE_LOCKTAG_TOKEN		0x4601	/* one token: writers vs takeover */
+#define FENCE_LOCKTAG_JOB		0x4602	/* one job name: claim vs claim */
+
+/* The fence relations, found in the extension's schema. */
+typedef struct FenceCatalog
+{
+	Oid			nspid;			/* the extension's schema */
+	char	   *nspname;		/* its name, for query text */
+	Oid			claims_relid;	/* fence_claims */
+	Oid			claims_job_index;	/* fence_claims_pkey (job) */
+	Oid			claims_token_index; /* fence_claims_token_key (token) */
+	Oid			token_seq_relid;	/* fence_token_seq */
+	AttrNumber	att_job;
+	AttrNumber	att_token;
+	AttrNumber	att_released;
+	uint64		generation;		/* bumped whenever the catalog is rebuilt */
+} FenceCatalog;
+
+/* What the registry says about a token. */
+typedef enum FenceTokenState
+{
+	FENCE_TOKEN_CURRENT,		/* the current, unreleased claim of its job */
+	FENCE_TOKEN_SUPERSEDED,		/* issued once, no longer current */
+	FENCE_TOKEN_NEVER_ISSUED	/* above the last token issued */
+} FenceTokenState;
+
+/* A token's validation result with what the error messages need. */
+typedef struct FenceTokenCheck
+{
+	FenceTokenState state;
+	char	   *job;			/* the job it is current for (CURRENT) */
+	bool		job_found;		/* the expected job has a claim row */
+	int64		job_token;		/* that row's token */
+	bool		job_released;	/* and whether it is released */
+	int64		last_issued;	/* NEVER_ISSUED: the counter's value */
+} FenceTokenCheck;
+
+/* fence.c */
+extern FenceCatalog *fence_catalog(Oid fn_oid);
+extern char *fence_job_arg(FunctionCallInfo fcinfo, int argno);
+extern int64 fence_token_arg(FunctionCallInfo fcinfo, int argno);
+extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
+extern int64 fence_last_token_issued(FenceCatalog *cat);
+
+/* claims.c */
+extern void fence_lock_token(int64 token, bool exclusive);
+extern void fence_check_token(FenceCatalog *cat, int64 token,
+							  const char *expected_job,
+							  FenceTokenCheck *result);
+extern void fence_report_token(int64 token, const char *job,
+							   FenceTokenCheck *check,
+							   bool never_issued_is_invalid) pg_attribute_noreturn();
+extern void fence_claims_reset_plans(void);
+
+/* xact.c */
+extern void fence_xact_init(void);
+extern bool fence_xact_token_validated(int64 token);
+extern void fence_xact_remember_token(int64 token);
+extern void fence_xact_forget_token(int64 token);
+extern void fence_xact_bind(const char *job, int64 token);
+extern int64 fence_xact_bound_token(const char **job);
+
+#endif							/* FENCE_H */

@@ -1,0 +1,387 @@
+/*-------------------------------------------------------------------------
+ *
+ * guard.c
+ *	  fence_guard(), the row trigger that makes a protected table check
+ *	  every write's fencing token itself, and fence_refuse_truncate().
+ *
+ * fence_guard([epoch_column [, mode]]) runs BEFORE INSERT OR UPDATE OR
+ * DELETE FOR EACH ROW, after every other BEFORE ROW trigger (it checks the
+ * row that will really be written).  For each row it:
+ *
+ *	1. finds the write's token: the one bound by fence_begin, or the value
+ *	   the statement itself writes into the epoch column (on UPDATE only if
+ *	   the SET list assigns it, per tg_updatedcols; on INSERT any value but 0
+ *	   or NULL).  None: 5F003.  Both, and different: 5F004.
+ *	2. asks the arbiter whether the token is its job's current claim, under
+ *	   the token's lock (claims.c).  Never issued: 5F004; superseded: 5F001.
+ *	   The answer holds until the transaction ends, so it is asked once per
+ *	   transaction and remembered (xact.c); later rows compare one number.
+ *	3. compares the token with the row's stored epoch: strict mode needs it
+ *	   greater, repeat mode at least equal, shared mode does not compare.
+ *	   Failing: 5F002.
+ *	4. stamps the epoch column with the token, unless the statement already
+ *	   wrote it there, in which case the row is returned as it is.
+ *
+ * What does not change within a statement (the column's number, the mode,
+ * whether another trigger fires after the guard) is worked out on the first
+ * row and kept in fn_extra, which lives as long as the statement.
+ *
+ * Copyright (c) 2026, the fence authors
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fence.h"
+
+#include "access/htup_details.h"
+#include "access/sysattr.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "nodes/bitmapset.h"
+#include "utils/rel.h"
+
+PG_FUNCTION_INFO_V1(fence_guard);
+PG_FUNCTION_INFO_V1(fence_refuse_truncate);
+
+typedef enum FenceMode
+{
+	FENCE_MODE_STRICT,			/* one write per execution per row */
+	FENCE_MODE_REPEAT,			/* an execution may write a row again */
+	FENCE_MODE_SHARED			/* many jobs write the row: no comparison */
+} FenceMode;
+
+/* Per-statement facts about one guard trigger, kept in fn_extra. */
+typedef struct GuardConfig
+{
+	Oid			tgoid;			/* the trigger this was worked out for */
+	AttrNumber	attnum;			/* the epoch column */
+	FenceMode	mode;
+	bool		order_checked[3];	/* fires-last checked for I, U, D */
+} GuardConfig;
+
+#define GUARD_HINT \
+	"Attach the guard with fence_protect(), which creates it BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW."
+
+/*
+ * Reject any way of firing the guard but the one it is built for, in the
+ * manner of ri_CheckTrigger.
+ */
+static void
+guard_check_trigger(FunctionCallInfo fcinfo)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" was not called by trigger manager",
+						"fence_guard"),
+				 errhint(GUARD_HINT)));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be fired BEFORE ... FOR EACH ROW",
+						"fence_guard"),
+				 errhint(GUARD_HINT)));
+	if (!TRIGGER_FIRED_BY_INSERT(trigdata->tg_event) &&
+		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) &&
+		!TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be fired for INSERT, UPDATE or DELETE",
+						"fence_guard"),
+				 errhint(GUARD_HINT)));
+}
+
+/* Index into order_checked[] for the event being fired. */
+static int
+guard_event_index(TriggerEvent event)
+{
+	if (TRIGGER_FIRED_BY_INSERT(event))
+		return 0;
+	if (TRIGGER_FIRED_BY_UPDATE(event))
+		return 1;
+	return 2;
+}
+
+/*
+ * Would the trigger fire in this session?  The same test as trigger.c's
+ * TriggerEnabled, less the WHEN clause: a trigger that may fire counts.
+ */
+static bool
+guard_trigger_may_fire(Trigger *trigger)
+{
+	if (trigger->tgenabled == TRIGGER_DISABLED)
+		return false;
+	if (SessionReplicationRole == SESSION_REPLICATION_ROLE_REPLICA)
+		return trigger->tgenabled != TRIGGER_FIRES_ON_ORIGIN;
+	return trigger->tgenabled != TRIGGER_FIRES_ON_REPLICA;
+}
+
+/*
+ * The guard must fire last among the BEFORE ROW triggers for this event:
+ * one firing after it could rewrite the row it has just checked and
+ * stamped.  Triggers fire in name order, the order of trigdesc.
+ */
+static void
+guard_check_fires_last(TriggerData *trigdata)
+{
+	TriggerDesc *trigdesc = trigdata->tg_relation->trigdesc;
+	TriggerEvent event = trigdata->tg_event & TRIGGER_EVENT_OPMASK;
+	int16		event_type;
+	bool		after_guard = false;
+	int			i;
+
+	event_type = (event == TRIGGER_EVENT_INSERT) ? TRIGGER_TYPE_INSERT :
+		(event == TRIGGER_EVENT_UPDATE) ? TRIGGER_TYPE_UPDATE : TRIGGER_TYPE_DELETE;
+
+	for (i = 0; i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (trigger->tgoid == trigdata->tg_trigger->tgoid)
+		{
+			after_guard = true;
+			continue;
+		}
+		if (!after_guard ||
+			!TRIGGER_TYPE_MATCHES(trigger->tgtype, TRIGGER_TYPE_ROW,
+								  TRIGGER_TYPE_BEFORE, event_type) ||
+			!guard_trigger_may_fire(trigger))
+			continue;
+
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("trigger \"%s\" on table \"%s\" fires after the fence guard \"%s\"",
+						trigger->tgname,
+						RelationGetRelationName(trigdata->tg_relation),
+						trigdata->tg_trigger->tgname),
+				 errdetail("Triggers fire in name order, and a BEFORE ROW trigger firing after the guard could change the row the guard has checked."),
+				 errhint("Rename trigger \"%s\" so that its name sorts before \"%s\".",
+						 trigger->tgname, trigdata->tg_trigger->tgname)));
+	}
+}
+
+/*
+ * Work out the trigger's arguments for this statement: the epoch column
+ * (default writer_epoch, a bigint) and the mode (default strict).
+ */
+static GuardConfig *
+guard_config(FunctionCallInfo fcinfo)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	Trigger    *trigger = trigdata->tg_trigger;
+	Relation	rel = trigdata->tg_relation;
+	GuardConfig *cfg = (GuardConfig *) fcinfo->flinfo->fn_extra;
+	const char *colname = "writer_epoch";
+	const char *modename = "strict";
+	int			attnum;
+	int			ev;
+
+	if (cfg == NULL || cfg->tgoid != trigger->tgoid)
+	{
+		if (trigger->tgnargs > 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+					 errmsg("function \"%s\" takes at most two trigger arguments",
+							"fence_guard"),
+					 errhint(GUARD_HINT)));
+		if (trigger->tgnargs >= 1)
+			colname = trigger->tgargs[0];
+		if (trigger->tgnargs >= 2)
+			modename = trigger->tgargs[1];
+
+		attnum = SPI_fnumber(RelationGetDescr(rel), colname);
+		if (attnum == SPI_ERROR_NOATTRIBUTE || attnum <= 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_COLUMN),
+					 errmsg("column \"%s\" of relation \"%s\" does not exist",
+							colname, RelationGetRelationName(rel))));
+		if (SPI_gettypeid(RelationGetDescr(rel), attnum) != INT8OID)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of relation \"%s\" is not of type bigint",
+							colname, RelationGetRelationName(rel))));
+
+		cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
+		if (strcmp(modename, "strict") == 0)
+			cfg->mode = FENCE_MODE_STRICT;
+		else if (strcmp(modename, "repeat") == 0)
+			cfg->mode = FENCE_MODE_REPEAT;
+		else if (strcmp(modename, "shared") == 0)
+			cfg->mode = FENCE_MODE_SHARED;
+		else
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("unrecognized fence mode \"%s\"", modename),
+					 errhint("The mode is one of strict, repeat or shared.")));
+		cfg->tgoid = trigger->tgoid;
+		cfg->attnum = (AttrNumber) attnum;
+		fcinfo->flinfo->fn_extra = cfg;
+	}
+
+	ev = guard_event_index(trigdata->tg_event);
+	if (!cfg->order_checked[ev])
+	{
+		guard_check_fires_last(trigdata);
+		cfg->order_checked[ev] = true;
+	}
+	return cfg;
+}
+
+Datum
+fence_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	GuardConfig *cfg;			/* per-statement facts */
+	TupleDesc	tupdesc;		/* the row's descriptor */
+	HeapTuple	newtuple = NULL;	/* the row to write (INSERT, UPDATE) */
+	HeapTuple	oldtuple = NULL;	/* the row written before (UPDATE, DELETE) */
+	bool		has_stmt_token = false; /* the statement writes a token */
+	int64		stmt_token = 0; /* ... this one */
+	const char *bound_job;		/* the job fence_begin bound */
+	int64		bound_token;	/* ... and its token, 0 if none */
+	int64		token;			/* the write's token */
+	Datum		datum;
+	bool		isnull = false;
+
+	guard_check_trigger(fcinfo);
+	cfg = guard_config(fcinfo);
+	tupdesc = RelationGetDescr(trigdata->tg_relation);
+
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	{
+		newtuple = trigdata->tg_trigtuple;
+		datum = heap_getattr(newtuple, cfg->attnum, tupdesc, &isnull);
+		if (!isnull && DatumGetInt64(datum) != 0)
+		{
+			has_stmt_token = true;
+			stmt_token = DatumGetInt64(datum);
+		}
+	}
+	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		oldtuple = trigdata->tg_trigtuple;
+		newtuple = trigdata->tg_newtuple;
+		if (bms_is_member(cfg->attnum - FirstLowInvalidHeapAttributeNumber,
+						  trigdata->tg_updatedcols))
+		{
+			has_stmt_token = true;
+			datum = heap_getattr(newtuple, cfg->attnum, tupdesc, &isnull);
+			stmt_token = isnull ? 0 : DatumGetInt64(datum);
+		}
+	}
+	else
+		oldtuple = trigdata->tg_trigtuple;
+
+	bound_token = fence_xact_bound_token(&bound_job);
+
+	if (has_stmt_token && bound_token != 0 && stmt_token != bound_token)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				 errmsg("write to \"%s\" carries two different fencing tokens",
+						RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT " of job \"%s\".",
+						   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
+						   stmt_token, bound_token, bound_job),
+				 errhint(FENCE_STOP_HINT)));
+	if (!has_stmt_token && bound_token == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_NO_TOKEN),
+				 errmsg("write to \"%s\" carries no fencing token",
+						RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("The table is protected by fence; the statement does not set column \"%s\" and no token is bound to the transaction.",
+						   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname)),
+				 errhint("Call fence_begin(job, token) first, or write the job's token into column \"%s\".",
+						 NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname))));
+	token = has_stmt_token ? stmt_token : bound_token;
+	if (token <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				 errmsg("invalid fencing token " INT64_FORMAT, token),
+				 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
+						   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
+						   isnull ? "NULL" : "a value that is not positive"),
+				 errhint(FENCE_STOP_HINT)));
+
+	/* The arbiter: once per token per transaction. */
+	if (!fence_xact_token_validated(token))
+	{
+		FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+		const char *job = (token == bound_token) ? bound_job : NULL;
+		FenceTokenCheck check;
+
+		fence_lock_token(token, false);
+		fence_check_token(cat, token, job, &check);
+		if (check.state != FENCE_TOKEN_CURRENT)
+			fence_report_token(token, job, &check, true);
+		fence_xact_remember_token(token);
+	}
+
+	/* The row: no execution may write over a newer one's row. */
+	if (oldtuple != NULL && cfg->mode != FENCE_MODE_SHARED)
+	{
+		datum = heap_getattr(oldtuple, cfg->attnum, tupdesc, &isnull);
+		if (!isnull &&
+			(cfg->mode == FENCE_MODE_STRICT ? token <= DatumGetInt64(datum)
+			 : token < DatumGetInt64(datum)))
+			ereport(ERROR,
+					(errcode(ERRCODE_FENCE_ROW_NEWER),
+					 errmsg("row of \"%s\" is newer than fencing token " INT64_FORMAT,
+							RelationGetRelationName(trigdata->tg_relation), token),
+					 errdetail("Column \"%s\" holds " INT64_FORMAT "; in %s mode a write needs a token %s it.",
+							   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
+							   DatumGetInt64(datum),
+							   cfg->mode == FENCE_MODE_STRICT ? "strict" : "repeat",
+							   cfg->mode == FENCE_MODE_STRICT ? "greater than" : "at least"),
+					 errhint(FENCE_STOP_HINT)));
+	}
+
+	if (newtuple == NULL)
+		return PointerGetDatum(oldtuple);
+
+	/* Stamp the row, unless the statement already wrote the token. */
+	if (!has_stmt_token)
+	{
+		Datum		value = Int64GetDatum(token);
+		bool		value_isnull = false;
+		int			attnum = cfg->attnum;
+
+		newtuple = heap_modify_tuple_by_cols(newtuple, tupdesc, 1, &attnum,
+											 &value, &value_isnull);
+	}
+	return PointerGetDatum(newtuple);
+}
+
+/*
+ * fence_refuse_truncate()
+ *
+ * BEFORE TRUNCATE trigger of a protected table.  TRUNCATE removes rows with
+ * no row triggers at all, so no token could be checked against them.
+ */
+Datum
+fence_refuse_truncate(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo) ||
+		!TRIGGER_FIRED_BY_TRUNCATE(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BEFORE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be fired BEFORE TRUNCATE",
+						"fence_refuse_truncate"),
+				 errhint("fence_protect() attaches it.")));
+
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_TRUNCATE),
+			 errmsg("cannot truncate \"%s\" because it is protected by fence",
+					RelationGetRelationName(trigdata->tg_relation)),
+			 errdetail("TRUNCATE removes rows without checking a fencing token against them."),
+			 errhint("Delete the rows inside a transaction that called fence_begin(), or remove the guard with fence_unprotect() first.")));
+	PG_RETURN_NULL();			/* keep compiler quiet */
+}

@@ -1,0 +1,165 @@
+# test/lib.sh: shell helpers shared by test/run, demo/run and test/checks/*.sh
+#
+# Source it from bash:   . "$(dirname "$0")/lib.sh"   (or "$FENCE_LIB" in a check)
+#
+# It owns the boring parts that every script here needs on a fresh Debian 12
+# machine: becoming root, installing packages, finding PostgreSQL 15, copying
+# the tree somewhere the postgres user can write, and starting and stopping
+# throwaway clusters (initdb and postgres refuse to run as root).
+
+FENCE_PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+FENCE_PG_BIN=/usr/lib/postgresql/15/bin
+FENCE_PG_HOME=/var/lib/postgresql
+
+fence_say() { printf '%s\n' "$*"; }
+fence_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# Re-run the calling script as root (through sudo) unless it already is.
+# Usage: fence_need_root "$0" "$@"
+fence_need_root()
+{
+	local script=$1
+	shift
+	[ "$(id -u)" -eq 0 ] && return 0
+	command -v sudo >/dev/null 2>&1 || fence_die "run this as root (no sudo found)"
+	exec sudo -E bash "$script" "$@"
+}
+
+# Install Debian packages, skipping apt entirely when all are installed.
+fence_install_packages()
+{
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			missing+=("$p")
+	done
+	if [ ${#missing[@]} -eq 0 ]; then
+		fence_say "packages: all ${#} already installed"
+		return 0
+	fi
+	fence_say "packages: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq || return 1
+	apt-get install -y -qq -o Dpkg::Use-Pty=0 --no-install-recommends "${missing[@]}" ||
+		return 1
+}
+
+# Set FENCE_PG_BIN, FENCE_PG_INCLUDE_SERVER, FENCE_PG_INCLUDE from pg_config.
+fence_pg_setup()
+{
+	[ -x "$FENCE_PG_CONFIG" ] || fence_die "pg_config not found at $FENCE_PG_CONFIG"
+	FENCE_PG_BIN=$("$FENCE_PG_CONFIG" --bindir)
+	FENCE_PG_INCLUDE_SERVER=$("$FENCE_PG_CONFIG" --includedir-server)
+	FENCE_PG_INCLUDE=$("$FENCE_PG_CONFIG" --includedir)
+	FENCE_PG_PKGLIBDIR=$("$FENCE_PG_CONFIG" --pkglibdir)
+	export FENCE_PG_CONFIG FENCE_PG_BIN FENCE_PG_INCLUDE_SERVER FENCE_PG_INCLUDE
+}
+
+# Run a command as the postgres user, with PostgreSQL's binaries on PATH and
+# a HOME it can read.  The caller should cd somewhere postgres may enter.
+fence_as_pg()
+{
+	runuser -u postgres -- env HOME="$FENCE_PG_HOME" PATH="$FENCE_PG_BIN:$PATH" "$@"
+}
+
+# A fresh directory owned by postgres (mode 755 so root and others can read).
+fence_mktemp_pg()
+{
+	local d
+	d=$(mktemp -d "${TMPDIR:-/tmp}/${1:-fence}.XXXXXX") || return 1
+	chmod 755 "$d"
+	chown postgres:postgres "$d"
+	printf '%s\n' "$d"
+}
+
+# Copy the source tree (working copy, committed or not) without build and
+# test leftovers, owned by postgres.
+fence_copy_tree()
+{
+	local src=$1 dest=$2
+	mkdir -p "$dest"
+	(cd "$src" && tar -cf - --exclude=./.git --exclude=results --exclude=tmp_check \
+		--exclude=tmp_check_iso --exclude=output_iso --exclude=log \
+		--exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+		--exclude=regression.diffs --exclude=regression.out .) |
+		(cd "$dest" && tar -xf -) || return 1
+	chown -R postgres:postgres "$dest"
+}
+
+# A port nobody listens on, starting from $1.
+fence_free_port()
+{
+	local p=${1:-54310}
+	while [ -e "/tmp/.s.PGSQL.$p" ] || ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; do
+		p=$((p + 1))
+	done
+	printf '%s\n' "$p"
+}
+
+# fence_cluster_init DIR PORT: initdb DIR/data, sockets in DIR/sock, unix
+# socket only (listen_addresses = ''), C locale, UTF8, trust auth for the
+# local user, fast and forgetful (fsync off).  $3, if given, is appended to
+# postgresql.conf (extra settings, one per line).
+fence_cluster_init()
+{
+	local dir=$1 port=$2 extra=${3:-}
+	mkdir -p "$dir/sock"
+	chown postgres:postgres "$dir" "$dir/sock"
+	(cd "$dir" && fence_as_pg initdb -D "$dir/data" -A trust -U postgres -E UTF8 \
+		--locale=C --no-sync >"$dir/initdb.log" 2>&1) || {
+		cat "$dir/initdb.log" >&2
+		return 1
+	}
+	{
+		echo "# added by test/lib.sh"
+		echo "port = $port"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$dir/sock'"
+		echo "fsync = off"
+		echo "synchronous_commit = off"
+		echo "full_page_writes = off"
+		echo "max_prepared_transactions = 10"
+		echo "lc_messages = 'C'"
+		echo "log_line_prefix = '%m [%p] %q%a '"
+		[ -z "$extra" ] || printf '%s\n' "$extra"
+	} >>"$dir/data/postgresql.conf"
+	chown postgres:postgres "$dir/data/postgresql.conf"
+	echo "$port" >"$dir/port"
+}
+
+fence_cluster_start()
+{
+	local dir=$1
+	(cd "$dir" && fence_as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null) || {
+		tail -n 30 "$dir/server.log" >&2
+		return 1
+	}
+}
+
+fence_cluster_stop()
+{
+	local dir=$1 mode=${2:-fast}
+	[ -f "$dir/data/postmaster.pid" ] || return 0
+	(cd "$dir" && fence_as_pg pg_ctl -D "$dir/data" -m "$mode" -w -t 60 stop >/dev/null 2>&1) ||
+		(cd "$dir" && fence_as_pg pg_ctl -D "$dir/data" -m immediate -w stop >/dev/null 2>&1) || true
+}
+
+# Stop every cluster whose data directory lies under $1 (leftovers of a
+# check script or a TAP test that died): by its postmaster.pid, nothing else.
+fence_stop_clusters_under()
+{
+	local root=$1 pidfile data
+	[ -d "$root" ] || return 0
+	while IFS= read -r pidfile; do
+		data=$(dirname "$pidfile")
+		(cd / && fence_as_pg pg_ctl -D "$data" -m immediate -w -t 30 stop >/dev/null 2>&1) || true
+	done < <(find "$root" -name postmaster.pid -type f 2>/dev/null)
+}
+
+# psql against a cluster made by fence_cluster_init: fence_psql DIR [args...]
+fence_psql()
+{
+	local dir=$1
+	shift
+	(cd "$dir" && fence_as_pg psql -X -h "$dir/sock" -p "$(cat "$dir/port")" -U postgres "$@")
+}

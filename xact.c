@@ -1,0 +1,229 @@
+/*-------------------------------------------------------------------------
+ *
+ * xact.c
+ *	  Per-transaction state of fence: the token bound by fence_begin, and
+ *	  the tokens this transaction has already validated and locked.
+ *
+ * Validating a token means taking its token lock (which a takeover of the
+ * job conflicts with) and then finding it current in fence_claims.  Once
+ * both are done, nothing can supersede the token until the lock goes away,
+ * so the guard need not validate it again for every row: it remembers the
+ * token here and checks it with a comparison.
+ *
+ * The lock goes away with the (sub)transaction that took it, so each entry
+ * remembers the SubTransactionId it was made in, in the manner of
+ * postgres_fdw's connection.c: an entry is dropped when that subtransaction
+ * rolls back, and handed to the parent when it commits.  The binding made
+ * by fence_begin follows the same rule, so ROLLBACK TO SAVEPOINT undoes it.
+ * Nothing survives the top-level transaction, which is what lets fence work
+ * through a transaction-mode connection pooler.
+ *
+ * PREPARE TRANSACTION is refused once a transaction has used a token: a
+ * prepared transaction would keep the job's takeover blocked for as long as
+ * it stays prepared, with no session left to end it.
+ *
+ * Copyright (c) 2026, the fence authors
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fence.h"
+
+#include "access/xact.h"
+#include "utils/memutils.h"
+
+/* A token validated and locked by this transaction. */
+typedef struct FenceHeldToken
+{
+	int64		token;
+	SubTransactionId subid;		/* the subtransaction holding its lock */
+} FenceHeldToken;
+
+/* A binding made by fence_begin. */
+typedef struct FenceBinding
+{
+	int64		token;
+	char	   *job;
+	SubTransactionId subid;		/* the subtransaction that made it */
+} FenceBinding;
+
+/*
+ * Both arrays live in TopTransactionContext and are forgotten at the end of
+ * the transaction.  They stay tiny: a handler uses one token, perhaps a few.
+ * The bindings form a stack; the innermost live one is in force.
+ */
+static FenceHeldToken *held_tokens = NULL;
+static int	n_held_tokens = 0;
+static int	max_held_tokens = 0;
+
+static FenceBinding *bindings = NULL;
+static int	n_bindings = 0;
+static int	max_bindings = 0;
+
+static void fence_xact_callback(XactEvent event, void *arg);
+static void fence_subxact_callback(SubXactEvent event,
+								   SubTransactionId mySubid,
+								   SubTransactionId parentSubid,
+								   void *arg);
+
+void
+fence_xact_init(void)
+{
+	RegisterXactCallback(fence_xact_callback, NULL);
+	RegisterSubXactCallback(fence_subxact_callback, NULL);
+}
+
+static void
+fence_xact_forget_all(void)
+{
+	/* The memory goes with TopTransactionContext. */
+	held_tokens = NULL;
+	n_held_tokens = max_held_tokens = 0;
+	bindings = NULL;
+	n_bindings = max_bindings = 0;
+}
+
+static void
+fence_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (n_held_tokens > 0 || n_bindings > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot prepare a transaction that has used a fencing token"),
+						 errdetail("A prepared transaction would keep the job's takeover blocked until it is committed or rolled back.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+		case XACT_EVENT_PREPARE:
+			fence_xact_forget_all();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+					   SubTransactionId parentSubid, void *arg)
+{
+	int			i;
+	int			kept;
+
+	if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		/* Its locks now belong to the parent, and so do our entries. */
+		for (i = 0; i < n_held_tokens; i++)
+			if (held_tokens[i].subid == mySubid)
+				held_tokens[i].subid = parentSubid;
+		for (i = 0; i < n_bindings; i++)
+			if (bindings[i].subid == mySubid)
+				bindings[i].subid = parentSubid;
+	}
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		/* Its locks are released: forget what they protected. */
+		kept = 0;
+		for (i = 0; i < n_held_tokens; i++)
+			if (held_tokens[i].subid != mySubid)
+				held_tokens[kept++] = held_tokens[i];
+		n_held_tokens = kept;
+
+		kept = 0;
+		for (i = 0; i < n_bindings; i++)
+			if (bindings[i].subid != mySubid)
+				bindings[kept++] = bindings[i];
+		n_bindings = kept;
+	}
+}
+
+/*
+ * Has this transaction validated and locked the token?  This is the guard's
+ * per-row test, so it is a short scan, the most recent entry first.
+ */
+bool
+fence_xact_token_validated(int64 token)
+{
+	int			i;
+
+	for (i = n_held_tokens - 1; i >= 0; i--)
+		if (held_tokens[i].token == token)
+			return true;
+	return false;
+}
+
+/* Record that the token is validated and its lock is held. */
+void
+fence_xact_remember_token(int64 token)
+{
+	if (fence_xact_token_validated(token))
+		return;
+	if (n_held_tokens >= max_held_tokens)
+	{
+		max_held_tokens = Max(4, max_held_tokens * 2);
+		if (held_tokens == NULL)
+			held_tokens = MemoryContextAlloc(TopTransactionContext,
+											 max_held_tokens * sizeof(FenceHeldToken));
+		else
+			held_tokens = repalloc(held_tokens,
+								   max_held_tokens * sizeof(FenceHeldToken));
+	}
+	held_tokens[n_held_tokens].token = token;
+	held_tokens[n_held_tokens].subid = GetCurrentSubTransactionId();
+	n_held_tokens++;
+}
+
+/*
+ * Forget a token whose claim this transaction has just released or taken
+ * over: the next write with it must consult the registry again.
+ */
+void
+fence_xact_forget_token(int64 token)
+{
+	int			i;
+	int			kept = 0;
+
+	for (i = 0; i < n_held_tokens; i++)
+		if (held_tokens[i].token != token)
+			held_tokens[kept++] = held_tokens[i];
+	n_held_tokens = kept;
+}
+
+/* Bind a validated token to the transaction (fence_begin). */
+void
+fence_xact_bind(const char *job, int64 token)
+{
+	if (n_bindings >= max_bindings)
+	{
+		max_bindings = Max(2, max_bindings * 2);
+		if (bindings == NULL)
+			bindings = MemoryContextAlloc(TopTransactionContext,
+										  max_bindings * sizeof(FenceBinding));
+		else
+			bindings = repalloc(bindings, max_bindings * sizeof(FenceBinding));
+	}
+	bindings[n_bindings].token = token;
+	bindings[n_bindings].job = MemoryContextStrdup(TopTransactionContext, job);
+	bindings[n_bindings].subid = GetCurrentSubTransactionId();
+	n_bindings++;
+}
+
+/* The token in force for this transaction, 0 if none; *job gets its job. */
+int64
+fence_xact_bound_token(const char **job)
+{
+	if (n_bindings == 0)
+	{
+		if (job)
+			*job = NULL;
+		return 0;
+	}
+	if (job)
+		*job = bindings[n_bindings - 1].job;
+	return bindings[n_bindings - 1].token;
+}
