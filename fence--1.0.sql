@@ -100,6 +100,67 @@ AS 'MODULE_PATHNAME', 'fence_refuse_truncate'
 LANGUAGE C;
 
 --
+-- TRUNCATE fires no row triggers, so each protected table, and each of its
+-- partitions, gets a BEFORE TRUNCATE trigger that refuses it.  Statement
+-- triggers are not cloned to partitions the way row triggers are, so
+-- fence_cover_truncate() adds one to every member of the table's partition
+-- tree that has the guard, and an event trigger runs it again whenever a
+-- partition is created or attached.
+--
+CREATE FUNCTION fence_cover_truncate(tbl pg_catalog.regclass)
+RETURNS pg_catalog.void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	part pg_catalog.regclass;
+BEGIN
+	FOR part IN
+		SELECT p.relid
+		  FROM pg_catalog.pg_partition_tree(tbl) p
+		 WHERE EXISTS (SELECT FROM pg_catalog.pg_trigger t
+						WHERE t.tgrelid OPERATOR(pg_catalog.=) p.relid
+						  AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard')
+	LOOP
+		-- Checked here, not in the query above: the ALTER TABLE below fires
+		-- the event trigger, which may already have covered this partition.
+		CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_trigger t
+							  WHERE t.tgrelid OPERATOR(pg_catalog.=) part
+								AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate');
+		EXECUTE pg_catalog.format(
+			'CREATE TRIGGER zz_fence_truncate BEFORE TRUNCATE ON %s '
+			'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.fence_refuse_truncate()',
+			part);
+		EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fence_truncate', part);
+	END LOOP;
+END
+$$;
+
+CREATE FUNCTION fence_cover_new_partitions()
+RETURNS event_trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	rel pg_catalog.oid;
+BEGIN
+	FOR rel IN
+		SELECT DISTINCT c.objid
+		  FROM pg_catalog.pg_event_trigger_ddl_commands() c
+		 WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+		   AND c.object_type OPERATOR(pg_catalog.=) 'table'
+	LOOP
+		PERFORM @extschema@.fence_cover_truncate(rel::pg_catalog.regclass);
+	END LOOP;
+END
+$$;
+
+CREATE EVENT TRIGGER fence_cover_new_partitions ON ddl_command_end
+	WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE')
+	EXECUTE FUNCTION fence_cover_new_partitions();
+ALTER EVENT TRIGGER fence_cover_new_partitions ENABLE ALWAYS;
+
+--
 -- fence_protect(tbl, epoch_column, mode) attaches the guard.
 --
 -- The triggers' names start with "zz_" so that they sort, and so fire,
@@ -120,7 +181,6 @@ AS $$
 DECLARE
 	rel record;
 	col record;
-	ext_schema pg_catalog.text;
 BEGIN
 	IF tbl IS NULL THEN
 		RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -167,32 +227,18 @@ BEGIN
 			USING ERRCODE = '42804';
 	END IF;
 
-	SELECT pg_catalog.quote_ident(n.nspname) INTO ext_schema
-	  FROM pg_catalog.pg_extension e
-	  JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-	 WHERE e.extname OPERATOR(pg_catalog.=) 'fence';
-
 	-- Protecting a protected table again replaces its guard.
 	IF EXISTS (SELECT FROM pg_catalog.pg_trigger t
 			   WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl
 				 AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard') THEN
 		EXECUTE pg_catalog.format('DROP TRIGGER zz_fence_guard ON %s', tbl);
 	END IF;
-	IF EXISTS (SELECT FROM pg_catalog.pg_trigger t
-			   WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl
-				 AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate') THEN
-		EXECUTE pg_catalog.format('DROP TRIGGER zz_fence_truncate ON %s', tbl);
-	END IF;
 	EXECUTE pg_catalog.format(
 		'CREATE TRIGGER zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE ON %s '
-		'FOR EACH ROW EXECUTE FUNCTION %s.fence_guard(%L, %L)',
-		tbl, ext_schema, epoch_column, mode);
-	EXECUTE pg_catalog.format(
-		'CREATE TRIGGER zz_fence_truncate BEFORE TRUNCATE ON %s '
-		'FOR EACH STATEMENT EXECUTE FUNCTION %s.fence_refuse_truncate()',
-		tbl, ext_schema);
+		'FOR EACH ROW EXECUTE FUNCTION @extschema@.fence_guard(%L, %L)',
+		tbl, epoch_column, mode);
 	EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fence_guard', tbl);
-	EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fence_truncate', tbl);
+	PERFORM @extschema@.fence_cover_truncate(tbl);
 END
 $$;
 
@@ -203,6 +249,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	owner pg_catalog.oid;
+	part pg_catalog.regclass;
 BEGIN
 	IF tbl IS NULL THEN
 		RAISE EXCEPTION 'table must not be null' USING ERRCODE = '22004';
@@ -223,10 +270,13 @@ BEGIN
 			USING ERRCODE = '42704';
 	END IF;
 	EXECUTE pg_catalog.format('DROP TRIGGER zz_fence_guard ON %s', tbl);
-	IF EXISTS (SELECT FROM pg_catalog.pg_trigger t
-			   WHERE t.tgrelid OPERATOR(pg_catalog.=) tbl
-				 AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate') THEN
-		EXECUTE pg_catalog.format('DROP TRIGGER zz_fence_truncate ON %s', tbl);
-	END IF;
+	FOR part IN
+		SELECT t.tgrelid::pg_catalog.regclass
+		  FROM pg_catalog.pg_partition_tree(tbl) p
+		  JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) p.relid
+		 WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate'
+	LOOP
+		EXECUTE pg_catalog.format('DROP TRIGGER zz_fence_truncate ON %s', part);
+	END LOOP;
 END
 $$;

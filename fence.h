@@ -25,6 +25,7 @@
 
 #include "access/attnum.h"
 #include "fmgr.h"
+#include "storage/itemptr.h"
 #include "utils/timestamp.h"
 
 /*
@@ -110,5 +111,7 @@ extern void fence_xact_remember_token(int64 token);
 extern void fence_xact_forget_token(int64 token);
 extern void fence_xact_bind(const char *job, int64 token);
 extern int64 fence_xact_bound_token(const char **job);
+extern void fence_xact_note_update(Oid relid, ItemPointer tid, int64 token);
+extern int64 fence_xact_moving_row_token(Oid relid, ItemPointer tid);
 
 #endif							/* FENCE_H */

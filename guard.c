@@ -11,7 +11,8 @@
  *	1. finds the write's token: the one bound by fence_begin, or the value
  *	   the statement itself writes into the epoch column (on UPDATE only if
  *	   the SET list assigns it, per tg_updatedcols; on INSERT any value but 0
- *	   or NULL).  None: 5F003.  Both, and different: 5F004.
+ *	   or NULL; on the DELETE half of a row moving partitions, the UPDATE's).
+ *	   None: 5F003.  Both, and different: 5F004.
  *	2. asks the arbiter whether the token is its job's current claim, under
  *	   the token's lock (claims.c).  Never issued: 5F004; superseded: 5F001.
  *	   The answer holds until the transaction ends, so it is asked once per
@@ -280,6 +281,14 @@ fence_guard(PG_FUNCTION_ARGS)
 
 	bound_token = fence_xact_bound_token(&bound_job);
 
+	/* The DELETE half of a row moving partitions carries the UPDATE's token. */
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) && bound_token == 0)
+	{
+		stmt_token = fence_xact_moving_row_token(RelationGetRelid(trigdata->tg_relation),
+												 &oldtuple->t_self);
+		has_stmt_token = (stmt_token != 0);
+	}
+
 	if (has_stmt_token && bound_token != 0 && stmt_token != bound_token)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
@@ -343,6 +352,9 @@ fence_guard(PG_FUNCTION_ARGS)
 
 	if (newtuple == NULL)
 		return PointerGetDatum(oldtuple);
+	if (oldtuple != NULL && has_stmt_token && bound_token == 0)
+		fence_xact_note_update(RelationGetRelid(trigdata->tg_relation),
+							   &oldtuple->t_self, token);
 
 	/* Stamp the row, unless the statement already wrote the token. */
 	if (!has_stmt_token)

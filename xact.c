@@ -61,6 +61,22 @@ static FenceBinding *bindings = NULL;
 static int	n_bindings = 0;
 static int	max_bindings = 0;
 
+/*
+ * A cross-partition UPDATE runs as the UPDATE's BEFORE ROW triggers on the
+ * old partition, then a DELETE there and an INSERT into the new one.  The
+ * INSERT carries the statement's token in the row; the DELETE carries
+ * none, so the guard notes the token that the UPDATE half was checked with,
+ * and the DELETE of the very same row version by the same command takes it
+ * over.  Forgotten at every subtransaction abort and at transaction end.
+ */
+static struct
+{
+	Oid			relid;
+	ItemPointerData tid;
+	CommandId	cid;
+	int64		token;
+} moving_row;
+
 static void fence_xact_callback(XactEvent event, void *arg);
 static void fence_subxact_callback(SubXactEvent event,
 								   SubTransactionId mySubid,
@@ -82,6 +98,7 @@ fence_xact_forget_all(void)
 	n_held_tokens = max_held_tokens = 0;
 	bindings = NULL;
 	n_bindings = max_bindings = 0;
+	moving_row.token = 0;
 }
 
 static void
@@ -127,6 +144,8 @@ fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	}
 	else if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
+		moving_row.token = 0;
+
 		/* Its locks are released: forget what they protected. */
 		kept = 0;
 		for (i = 0; i < n_held_tokens; i++)
@@ -226,4 +245,32 @@ fence_xact_bound_token(const char **job)
 	if (job)
 		*job = bindings[n_bindings - 1].job;
 	return bindings[n_bindings - 1].token;
+}
+
+/*
+ * Note the token an UPDATE of this row version was checked with, in case
+ * the row moves to another partition (see moving_row above).
+ */
+void
+fence_xact_note_update(Oid relid, ItemPointer tid, int64 token)
+{
+	moving_row.relid = relid;
+	ItemPointerCopy(tid, &moving_row.tid);
+	moving_row.cid = GetCurrentCommandId(false);
+	moving_row.token = token;
+}
+
+/*
+ * The token a DELETE of this row version takes over from the UPDATE that
+ * is moving it to another partition; 0 if it is not such a DELETE.
+ */
+int64
+fence_xact_moving_row_token(Oid relid, ItemPointer tid)
+{
+	if (moving_row.token != 0 &&
+		moving_row.relid == relid &&
+		ItemPointerEquals(&moving_row.tid, tid) &&
+		moving_row.cid == GetCurrentCommandId(false))
+		return moving_row.token;
+	return 0;
 }
