@@ -58,7 +58,6 @@ PG_FUNCTION_INFO_V1(fence_begin);
 /* The registry's statements, prepared once per backend. */
 typedef enum ClaimsPlan
 {
-	PLAN_CLAIM_READ,			/* the job's token, and whether it is free */
 	PLAN_CLAIM_NEW,				/* first claim of a job */
 	PLAN_CLAIM_TAKEOVER,		/* replace a released or expired claim */
 	PLAN_RENEW,
@@ -75,6 +74,7 @@ typedef struct ClaimRow
 	char	   *job;
 	int64		token;
 	bool		released;
+	TimestampTz lease_expires_at;
 } ClaimRow;
 
 /*
@@ -164,6 +164,8 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 		row->job = TextDatumGetCString(slot_getattr(slot, cat->att_job, &isnull));
 		row->token = DatumGetInt64(slot_getattr(slot, cat->att_token, &isnull));
 		row->released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
+		row->lease_expires_at = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
+																 &isnull));
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
@@ -296,11 +298,6 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 	claims = quote_qualified_identifier(cat->nspname, "fence_claims");
 	switch (which)
 	{
-		case PLAN_CLAIM_READ:
-			sql = psprintf("SELECT token, released OR lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp()"
-						   " FROM %s WHERE job OPERATOR(pg_catalog.=) $1",
-						   claims);
-			break;
 		case PLAN_CLAIM_NEW:
 			sql = psprintf("INSERT INTO %s (job, token, holder, claimed_at, lease_expires_at)"
 						   " VALUES ($1, pg_catalog.nextval($5), $3, pg_catalog.clock_timestamp(),"
@@ -309,17 +306,22 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 						   claims);
 			break;
 		case PLAN_CLAIM_TAKEOVER:
-			/* SKIP LOCKED: a claim never queues behind a row lock. */
-			sql = psprintf("WITH free AS (SELECT job FROM %s"
-						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
-						   " AND (released OR lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp())"
-						   " FOR UPDATE SKIP LOCKED)"
-						   " UPDATE %s c SET token = pg_catalog.nextval($5), holder = $3,"
+
+			/*
+			 * The conditions are checked again here, as the row may have
+			 * changed since fence_claim read it.  This cannot queue behind a
+			 * row lock: the only other writers of the row, fence_renew and
+			 * fence_release, hold the token's lock, which the claim holds
+			 * exclusively by now, and other claims hold the job's lock.
+			 */
+			sql = psprintf("UPDATE %s SET token = pg_catalog.nextval($5), holder = $3,"
 						   " claimed_at = pg_catalog.clock_timestamp(),"
 						   " lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2,"
 						   " released = false"
-						   " FROM free WHERE c.job OPERATOR(pg_catalog.=) free.job RETURNING c.token",
-						   claims, claims);
+						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
+						   " AND (released OR lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp())"
+						   " RETURNING token",
+						   claims);
 			break;
 		case PLAN_RENEW:
 			sql = psprintf("UPDATE %s SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2"
@@ -354,6 +356,12 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 /*
  * Run one of the registry's statements.  Returns the number of rows; the
  * first column of the first row, if any, goes to *result.
+ *
+ * The statement runs as the owner of fence_claims, which callers cannot
+ * write, in the way ri_triggers.c runs its queries as a table's owner.
+ * That keeps the functions SECURITY INVOKER: no GUC save and restore on
+ * every claim, and the query text, qualified to the last operator, does
+ * not depend on the caller's search_path anyway.
  */
 static uint64
 claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
@@ -364,6 +372,8 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
 	int			ret;
 	int			expected;
+	Oid			save_userid;
+	int			save_sec_context;
 
 	values[0] = CStringGetTextDatum(job);
 	values[1] = lease ? IntervalPGetDatum(lease) : (Datum) 0;
@@ -373,9 +383,13 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 	values[3] = Int64GetDatum(token);
 	values[4] = ObjectIdGetDatum(cat->token_seq_relid);
 
-	expected = (which == PLAN_CLAIM_READ) ? SPI_OK_SELECT :
-		(which == PLAN_CLAIM_NEW) ? SPI_OK_INSERT_RETURNING : SPI_OK_UPDATE_RETURNING;
+	expected = (which == PLAN_CLAIM_NEW) ? SPI_OK_INSERT_RETURNING : SPI_OK_UPDATE_RETURNING;
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cat->claims_owner,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_NOFORCE_RLS);
 	ret = SPI_execute_plan(claims_plan(cat, which), values, nulls, false, 0);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 	if (ret != expected)
 		elog(ERROR, "fence registry statement %d returned %s", (int) which,
 			 SPI_result_code_string(ret));
@@ -405,40 +419,35 @@ fence_claim(PG_FUNCTION_ARGS)
 	Interval   *lease = fence_lease_arg(fcinfo, 1);
 	text	   *holder = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	ClaimRow	row;
+	ClaimsPlan	which;
 	Datum		value;
 	bool		isnull;
-	int64		old_token = 0;
 	int64		new_token = 0;
 
 	if (!try_lock_job_for_claim(job))
 		PG_RETURN_NULL();
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	if (claims_execute(cat, PLAN_CLAIM_READ, job, lease, holder, 0,
-					   &value, &isnull) == 0)
+	/* Held, or being written with its token: not ours to take. */
+	if (claims_fetch(cat, false, CStringGetTextDatum(job), &row))
 	{
-		/* First claim of this job. */
-		if (claims_execute(cat, PLAN_CLAIM_NEW, job, lease, holder, 0,
-						   &value, &isnull) == 1)
-			new_token = DatumGetInt64(value);
+		if (!row.released && row.lease_expires_at >= GetCurrentTimestamp())
+			PG_RETURN_NULL();
+		if (!try_lock_token_for_takeover(row.token))
+			PG_RETURN_NULL();
+		which = PLAN_CLAIM_TAKEOVER;
 	}
 	else
 	{
-		bool		free_isnull;
-		bool		is_free;
-
-		old_token = DatumGetInt64(value);
-		is_free = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-											 SPI_tuptable->tupdesc, 2,
-											 &free_isnull));
-		if (is_free && try_lock_token_for_takeover(old_token) &&
-			claims_execute(cat, PLAN_CLAIM_TAKEOVER, job, lease, holder,
-						   old_token, &value, &isnull) == 1)
-			new_token = DatumGetInt64(value);
+		row.token = 0;
+		which = PLAN_CLAIM_NEW;
 	}
 
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (claims_execute(cat, which, job, lease, holder, row.token,
+					   &value, &isnull) == 1)
+		new_token = DatumGetInt64(value);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 
@@ -446,8 +455,8 @@ fence_claim(PG_FUNCTION_ARGS)
 		PG_RETURN_NULL();
 
 	/* If this transaction wrote with the old token, it may not any more. */
-	if (old_token != 0)
-		fence_xact_forget_token(old_token);
+	if (row.token != 0)
+		fence_xact_forget_token(row.token);
 	PG_RETURN_INT64(new_token);
 }
 
@@ -495,7 +504,9 @@ fence_renew(PG_FUNCTION_ARGS)
  *
  * Conditional acknowledgement: end the claim if the token is the job's
  * current one.  Writers already inside a transaction with the token keep
- * their lock, so a takeover still waits for them to finish.
+ * their lock, so a takeover still waits for them to finish.  The release
+ * takes the token's lock in share mode too, so that a claim of the job
+ * answers NULL while the release is uncommitted instead of waiting for it.
  */
 Datum
 fence_release(PG_FUNCTION_ARGS)
@@ -506,6 +517,9 @@ fence_release(PG_FUNCTION_ARGS)
 	Datum		value;
 	bool		isnull;
 	uint64		released;
+
+	/* Like fence_renew: a claim must not queue behind our row lock. */
+	fence_lock_token(token, false);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -43,30 +43,29 @@ GRANT SELECT ON SEQUENCE fence_token_seq TO PUBLIC;
 
 --
 -- Claims.  fence_claim, fence_renew and fence_release write fence_claims,
--- so they run as the extension's owner, with a search_path that no caller
--- can plant objects in.  The C code schema-qualifies everything as well.
+-- which their callers cannot.  They are not SECURITY DEFINER: their C code
+-- switches to the table's owner for its own statements only, as the
+-- foreign-key triggers do, and those statements are qualified down to the
+-- last operator, so the caller's search_path cannot redirect them.
 --
 CREATE FUNCTION fence_claim(job pg_catalog.text,
 							lease pg_catalog.interval DEFAULT '5 minutes',
 							holder pg_catalog.text DEFAULT NULL)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'fence_claim'
-LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 CREATE FUNCTION fence_renew(job pg_catalog.text,
 							token pg_catalog.int8,
 							lease pg_catalog.interval DEFAULT '5 minutes')
 RETURNS pg_catalog.timestamptz
 AS 'MODULE_PATHNAME', 'fence_renew'
-LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 CREATE FUNCTION fence_release(job pg_catalog.text, token pg_catalog.int8)
 RETURNS pg_catalog.bool
 AS 'MODULE_PATHNAME', 'fence_release'
-LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE
-SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 -- Read-only: these run as the caller.
 CREATE FUNCTION fence_current(job pg_catalog.text)

@@ -18,6 +18,7 @@
 
 #include "fence.h"
 
+#include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "utils/builtins.h"
@@ -25,6 +26,7 @@
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/rel.h"
 
 PG_MODULE_MAGIC;
 
@@ -86,6 +88,7 @@ fence_catalog(Oid fn_oid)
 	static uint64 generation = 0;
 	Oid			nspid;
 	MemoryContext oldcxt;
+	Relation	claims;
 
 	if (fence_cat_valid)
 		return &fence_cat;
@@ -114,13 +117,20 @@ fence_catalog(Oid fn_oid)
 	fence_cat.att_job = get_attnum(fence_cat.claims_relid, "job");
 	fence_cat.att_token = get_attnum(fence_cat.claims_relid, "token");
 	fence_cat.att_released = get_attnum(fence_cat.claims_relid, "released");
+	fence_cat.att_lease_expires_at = get_attnum(fence_cat.claims_relid,
+												"lease_expires_at");
 	if (fence_cat.att_job == InvalidAttrNumber ||
 		fence_cat.att_token == InvalidAttrNumber ||
-		fence_cat.att_released == InvalidAttrNumber)
+		fence_cat.att_released == InvalidAttrNumber ||
+		fence_cat.att_lease_expires_at == InvalidAttrNumber)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("table \"%s.fence_claims\" lacks a column fence needs",
 						fence_cat.nspname)));
+
+	claims = table_open(fence_cat.claims_relid, AccessShareLock);
+	fence_cat.claims_owner = RelationGetForm(claims)->relowner;
+	table_close(claims, AccessShareLock);
 
 	fence_cat.generation = ++generation;
 	fence_cat_valid = true;

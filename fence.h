@@ -65,6 +65,8 @@ typedef struct FenceCatalog
 	AttrNumber	att_job;
 	AttrNumber	att_token;
 	AttrNumber	att_released;
+	AttrNumber	att_lease_expires_at;
+	Oid			claims_owner;	/* the registry is written as this role */
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
 } FenceCatalog;
 
