@@ -52,7 +52,7 @@ _PG_init(void)
  * marks the cache stale; fence_catalog() rebuilds it on next use.
  */
 static void
-fence_catalog_invalidate(Datum arg, Oid relid)
+fence_catalog_invalidate(Datum arg pg_attribute_unused(), Oid relid)
 {
 	if (!fence_cat_valid)
 		return;
@@ -193,9 +193,10 @@ fence_lease_arg(FunctionCallInfo fcinfo, int argno)
 	Interval   *lease;
 	Interval   *zero;
 
+	/* The contract says 22023 here, not 22004: a lease must be positive. */
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("lease must not be null")));
 	lease = PG_GETARG_INTERVAL_P(argno);
 	zero = (Interval *) palloc0(sizeof(Interval));

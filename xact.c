@@ -102,7 +102,7 @@ fence_xact_forget_all(void)
 }
 
 static void
-fence_xact_callback(XactEvent event, void *arg)
+fence_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 {
 	switch (event)
 	{
@@ -127,7 +127,7 @@ fence_xact_callback(XactEvent event, void *arg)
 
 static void
 fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
-					   SubTransactionId parentSubid, void *arg)
+					   SubTransactionId parentSubid, void *arg pg_attribute_unused())
 {
 	int			i;
 	int			kept;
