@@ -37,6 +37,7 @@
 #include "access/genam.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -45,6 +46,7 @@
 #include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -442,6 +444,17 @@ fence_claim(PG_FUNCTION_ARGS)
 		row.token = 0;
 		which = PLAN_CLAIM_NEW;
 	}
+
+	/*
+	 * The client must never see a token that a crash could hand out again.
+	 * nextval() logs ahead of what it issues, and that record is durable once
+	 * this transaction's commit is; with synchronous_commit off, it may not
+	 * be.  So a claim commits synchronously, like SET LOCAL would make it.
+	 */
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
+		(void) set_config_option("synchronous_commit", "local",
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+								 true, 0, false);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
