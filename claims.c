@@ -93,15 +93,19 @@ set_token_locktag(LOCKTAG *tag, int64 token)
 						 (uint32) key, FENCE_LOCKTAG_TOKEN);
 }
 
-/* Take a token's lock to the end of the transaction, waiting if need be. */
+/*
+ * Take a token's lock in share mode to the end of the transaction, waiting
+ * for a claim in flight if need be: no takeover of the job can succeed
+ * until the transaction ends.
+ */
 void
-fence_lock_token(int64 token, bool exclusive)
+fence_lock_token_against_takeover(int64 token)
 {
 	LOCKTAG		tag;
 
 	set_token_locktag(&tag, token);
-	(void) LockAcquire(&tag, exclusive ? ExclusiveLock : ShareLock,
-					   false, false);
+	fence_xact_note_lock();
+	(void) LockAcquire(&tag, ShareLock, false, false);
 }
 
 /* Take a token's lock in exclusive mode if no writer holds it. */
@@ -111,6 +115,7 @@ try_lock_token_for_takeover(int64 token)
 	LOCKTAG		tag;
 
 	set_token_locktag(&tag, token);
+	fence_xact_note_lock();
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
@@ -124,6 +129,7 @@ try_lock_job_for_claim(const char *job)
 
 	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (key >> 32),
 						 (uint32) key, FENCE_LOCKTAG_JOB);
+	fence_xact_note_lock();
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
@@ -491,7 +497,7 @@ fence_renew(PG_FUNCTION_ARGS)
 	bool		isnull;
 	uint64		renewed;
 
-	fence_lock_token(token, false);
+	fence_lock_token_against_takeover(token);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -532,7 +538,7 @@ fence_release(PG_FUNCTION_ARGS)
 	uint64		released;
 
 	/* Like fence_renew: a claim must not queue behind our row lock. */
-	fence_lock_token(token, false);
+	fence_lock_token_against_takeover(token);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -595,7 +601,7 @@ fence_begin(PG_FUNCTION_ARGS)
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	FenceTokenCheck check;
 
-	fence_lock_token(token, false);
+	fence_lock_token_against_takeover(token);
 	fence_check_token(cat, token, job, &check);
 	if (check.state != FENCE_TOKEN_CURRENT)
 		fence_report_token(token, job, &check, false);

@@ -114,9 +114,11 @@ AS $$
 DECLARE
 	part pg_catalog.regclass;
 BEGIN
+	-- pg_partition_tree() is empty for a table outside any partition tree.
 	FOR part IN
 		SELECT p.relid
-		  FROM pg_catalog.pg_partition_tree(tbl) p
+		  FROM (SELECT tbl AS relid
+				UNION SELECT pt.relid FROM pg_catalog.pg_partition_tree(tbl) pt) p
 		 WHERE EXISTS (SELECT FROM pg_catalog.pg_trigger t
 						WHERE t.tgrelid OPERATOR(pg_catalog.=) p.relid
 						  AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard')
@@ -271,7 +273,8 @@ BEGIN
 	EXECUTE pg_catalog.format('DROP TRIGGER zz_fence_guard ON %s', tbl);
 	FOR part IN
 		SELECT t.tgrelid::pg_catalog.regclass
-		  FROM pg_catalog.pg_partition_tree(tbl) p
+		  FROM (SELECT tbl AS relid
+				UNION SELECT pt.relid FROM pg_catalog.pg_partition_tree(tbl) pt) p
 		  JOIN pg_catalog.pg_trigger t ON t.tgrelid OPERATOR(pg_catalog.=) p.relid
 		 WHERE t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate'
 	LOOP

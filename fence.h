@@ -97,7 +97,7 @@ extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 fence_last_token_issued(FenceCatalog *cat);
 
 /* claims.c */
-extern void fence_lock_token(int64 token, bool exclusive);
+extern void fence_lock_token_against_takeover(int64 token);
 extern void fence_check_token(FenceCatalog *cat, int64 token,
 							  const char *expected_job,
 							  FenceTokenCheck *result);
@@ -108,6 +108,7 @@ extern void fence_claims_reset_plans(void);
 
 /* xact.c */
 extern void fence_xact_init(void);
+extern void fence_xact_note_lock(void);
 extern bool fence_xact_token_validated(int64 token);
 extern void fence_xact_remember_token(int64 token);
 extern void fence_xact_forget_token(int64 token);

@@ -225,6 +225,20 @@ guard_config(FunctionCallInfo fcinfo)
 		fcinfo->flinfo->fn_extra = cfg;
 	}
 
+	/*
+	 * A guard that is merely ENABLE'd is skipped under session_replication_role
+	 * = replica.  That happens when ENABLE TRIGGER ALL follows DISABLE TRIGGER
+	 * ALL (as pg_restore --disable-triggers does): fail closed until the table
+	 * is protected again, rather than guard it in one session role only.
+	 */
+	if (trigger->tgenabled != TRIGGER_FIRES_ALWAYS)
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("fence guard \"%s\" on table \"%s\" is not enabled ALWAYS",
+						trigger->tgname, RelationGetRelationName(rel)),
+				 errdetail("Under session_replication_role = replica it would not fire."),
+				 errhint("Run fence_protect() on the table again.")));
+
 	ev = guard_event_index(trigdata->tg_event);
 	if (!cfg->order_checked[ev])
 	{
@@ -324,7 +338,7 @@ fence_guard(PG_FUNCTION_ARGS)
 		const char *job = (token == bound_token) ? bound_job : NULL;
 		FenceTokenCheck check;
 
-		fence_lock_token(token, false);
+		fence_lock_token_against_takeover(token);
 		fence_check_token(cat, token, job, &check);
 		if (check.state != FENCE_TOKEN_CURRENT)
 			fence_report_token(token, job, &check, true);
@@ -346,7 +360,7 @@ fence_guard(PG_FUNCTION_ARGS)
 							   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
 							   DatumGetInt64(datum),
 							   cfg->mode == FENCE_MODE_STRICT ? "strict" : "repeat",
-							   cfg->mode == FENCE_MODE_STRICT ? "greater than" : "at least"),
+							   cfg->mode == FENCE_MODE_STRICT ? "greater than" : "no lower than"),
 					 errhint(FENCE_STOP_HINT)));
 	}
 

@@ -18,7 +18,8 @@
  * Nothing survives the top-level transaction, which is what lets fence work
  * through a transaction-mode connection pooler.
  *
- * PREPARE TRANSACTION is refused once a transaction has used a token: a
+ * PREPARE TRANSACTION is refused once a transaction has taken any of
+ * fence's locks (a claim, a renewal, a release, a validated token): a
  * prepared transaction would keep the job's takeover blocked for as long as
  * it stays prepared, with no session left to end it.
  *
@@ -61,6 +62,9 @@ static FenceBinding *bindings = NULL;
 static int	n_bindings = 0;
 static int	max_bindings = 0;
 
+/* Has the transaction taken any of fence's locks?  Then it cannot PREPARE. */
+static bool holds_fence_locks = false;
+
 /*
  * A cross-partition UPDATE runs as the UPDATE's BEFORE ROW triggers on the
  * old partition, then a DELETE there and an INSERT into the new one.  The
@@ -99,6 +103,7 @@ fence_xact_forget_all(void)
 	bindings = NULL;
 	n_bindings = max_bindings = 0;
 	moving_row.token = 0;
+	holds_fence_locks = false;
 }
 
 static void
@@ -107,7 +112,7 @@ fence_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 	switch (event)
 	{
 		case XACT_EVENT_PRE_PREPARE:
-			if (n_held_tokens > 0 || n_bindings > 0)
+			if (holds_fence_locks)
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot prepare a transaction that has used a fencing token"),
@@ -273,4 +278,15 @@ fence_xact_moving_row_token(Oid relid, ItemPointer tid)
 		moving_row.cid == GetCurrentCommandId(false))
 		return moving_row.token;
 	return 0;
+}
+
+/*
+ * Note that the transaction took one of fence's locks.  It stays noted even
+ * if a savepoint rollback releases the lock: refusing PREPARE then is merely
+ * cautious.
+ */
+void
+fence_xact_note_lock(void)
+{
+	holds_fence_locks = true;
 }
