@@ -129,6 +129,23 @@ UPDATE acct SET balance = balance + 1 WHERE id = 1;
 COMMIT;
 SELECT balance, writer_epoch = :t2 AS stamped_t2 FROM acct WHERE id = 1;
 
+-- Binding another job's token replaces the binding (the first job stays
+-- held until the transaction ends); rolling back the savepoint that made
+-- the new binding restores the previous one.
+SELECT fence_claim('job-5', '1 hour') AS t5 \gset
+BEGIN;
+SELECT fence_begin('job-2', :t2);
+SAVEPOINT s;
+SELECT fence_begin('job-5', :t5);
+INSERT INTO acct (id, balance) VALUES (7, 700);
+ROLLBACK TO SAVEPOINT s;
+INSERT INTO acct (id, balance) VALUES (8, 800);
+SELECT fence_begin('job-5', :t5);
+INSERT INTO acct (id, balance) VALUES (9, 900);
+COMMIT;
+SELECT id, writer_epoch = :t2 AS stamped_t2, writer_epoch = :t5 AS stamped_t5
+  FROM acct WHERE id >= 7 ORDER BY id;
+
 --
 -- PREPARE TRANSACTION is refused (0A000) in a transaction that used a fence
 -- token, through fence_begin or through a guarded write carrying its own
@@ -137,14 +154,17 @@ SELECT balance, writer_epoch = :t2 AS stamped_t2 FROM acct WHERE id = 1;
 -- depend on that setting.)
 --
 BEGIN;
-SELECT fence_begin('job-1', :t1);
+SELECT fence_begin('job-4', :t4);
 UPDATE acct SET balance = 7 WHERE id = 1;
 PREPARE TRANSACTION 'fence_regress_p1';
 BEGIN;
-UPDATE acct SET balance = 8, writer_epoch = :t1 WHERE id = 1;
+UPDATE acct SET balance = 8, writer_epoch = :t4 WHERE id = 2;
 PREPARE TRANSACTION 'fence_regress_p2';
-SELECT balance, writer_epoch = :t2 AS stamped_t2 FROM acct WHERE id = 1;
+SELECT id, balance, writer_epoch = :t2 AS stamped_t2 FROM acct WHERE id IN (1, 2) ORDER BY id;
 SELECT count(*) AS prepared FROM pg_prepared_xacts WHERE gid LIKE 'fence_regress_%';
+-- (should PREPARE ever succeed, do not leave it holding locks)
+SELECT format('ROLLBACK PREPARED %L', gid) FROM pg_prepared_xacts
+ WHERE gid LIKE 'fence_regress_%' \gexec
 -- the refused transaction left no binding behind
 UPDATE acct SET balance = 0 WHERE id = 1;
 
