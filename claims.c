@@ -198,12 +198,17 @@ fence_check_token(FenceCatalog *cat, int64 token, const char *expected_job,
 
 	memset(result, 0, sizeof(*result));
 
-	if (claims_fetch(cat, true, Int64GetDatum(token), &row) && !row.released &&
-		(expected_job == NULL || strcmp(row.job, expected_job) == 0))
+	if (claims_fetch(cat, true, Int64GetDatum(token), &row))
 	{
-		result->state = FENCE_TOKEN_CURRENT;
-		result->job = row.job;
-		return;
+		if (!row.released &&
+			(expected_job == NULL || strcmp(row.job, expected_job) == 0))
+		{
+			result->state = FENCE_TOKEN_CURRENT;
+			result->job = row.job;
+			return;
+		}
+		if (row.released)
+			result->released_job = row.job;
 	}
 
 	/* Not current: gather what the error message will say. */
@@ -236,11 +241,18 @@ fence_report_token(int64 token, const char *job, FenceTokenCheck *check,
 						   check->last_issued),
 				 errhint(FENCE_STOP_HINT)));
 
-	if (job == NULL)
+	if (job == NULL && check->released_job != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_SUPERSEDED),
 				 errmsg("fencing token " INT64_FORMAT " has been superseded", token),
-				 errdetail("Token " INT64_FORMAT " is no longer the current claim of any job.",
+				 errdetail("The claim of job \"%s\" by token " INT64_FORMAT " was released.",
+						   check->released_job, token),
+				 errhint(FENCE_STOP_HINT)));
+	else if (job == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				 errmsg("fencing token " INT64_FORMAT " has been superseded", token),
+				 errdetail("Token " INT64_FORMAT " is no longer the current claim of any job: a newer claim of its job has replaced it.",
 						   token),
 				 errhint(FENCE_STOP_HINT)));
 	else if (!check->job_found)

@@ -83,6 +83,7 @@ typedef struct FenceTokenCheck
 {
 	FenceTokenState state;
 	char	   *job;			/* the job it is current for (CURRENT) */
+	char	   *released_job;	/* the job whose released claim it is */
 	bool		job_found;		/* the expected job has a claim row */
 	int64		job_token;		/* that row's token */
 	bool		job_released;	/* and whether it is released */
