@@ -35,18 +35,20 @@
 #include "fence.h"
 
 #include "access/genam.h"
+#include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
-#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
-#include "utils/guc.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
@@ -301,8 +303,8 @@ fence_claims_reset_plans(void)
 static SPIPlanPtr
 claims_plan(FenceCatalog *cat, ClaimsPlan which)
 {
-	/* $1 job, $2 lease, $3 holder, $4 token, $5 the token sequence */
-	static Oid	argtypes[5] = {TEXTOID, INTERVALOID, TEXTOID, INT8OID, REGCLASSOID};
+	/* $1 job, $2 lease, $3 holder, $4 current token, $5 new token */
+	static Oid	argtypes[5] = {TEXTOID, INTERVALOID, TEXTOID, INT8OID, INT8OID};
 	const char *claims;
 	char	   *sql;
 	SPIPlanPtr	plan;
@@ -320,7 +322,7 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 	{
 		case PLAN_CLAIM_NEW:
 			sql = psprintf("INSERT INTO %s (job, token, holder, claimed_at, lease_expires_at)"
-						   " VALUES ($1, pg_catalog.nextval($5), $3, pg_catalog.clock_timestamp(),"
+						   " VALUES ($1, $5, $3, pg_catalog.clock_timestamp(),"
 						   " pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2)"
 						   " ON CONFLICT (job) DO NOTHING RETURNING token",
 						   claims);
@@ -334,7 +336,7 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 			 * fence_release, hold the token's lock, which the claim holds
 			 * exclusively by now, and other claims hold the job's lock.
 			 */
-			sql = psprintf("UPDATE %s SET token = pg_catalog.nextval($5), holder = $3,"
+			sql = psprintf("UPDATE %s SET token = $5, holder = $3,"
 						   " claimed_at = pg_catalog.clock_timestamp(),"
 						   " lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2,"
 						   " released = false"
@@ -385,8 +387,8 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
  */
 static uint64
 claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
-			   Interval *lease, text *holder, int64 token, Datum *result,
-			   bool *result_isnull)
+			   Interval *lease, text *holder, int64 token, int64 new_token,
+			   Datum *result, bool *result_isnull)
 {
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
@@ -401,7 +403,7 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 	values[2] = holder ? PointerGetDatum(holder) : (Datum) 0;
 	nulls[2] = holder ? ' ' : 'n';
 	values[3] = Int64GetDatum(token);
-	values[4] = ObjectIdGetDatum(cat->token_seq_relid);
+	values[4] = Int64GetDatum(new_token);
 
 	expected = (which == PLAN_CLAIM_NEW) ? SPI_OK_INSERT_RETURNING : SPI_OK_UPDATE_RETURNING;
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
@@ -425,6 +427,37 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 }
 
 /*
+ * Take the next token from the counter.
+ *
+ * The client must never see a token that a crash could hand out again,
+ * whether or not the claim's transaction commits, and whatever
+ * synchronous_commit says.  nextval() WAL-logs a value some way ahead of
+ * what it returns (every 32 values, and on the first call after a
+ * checkpoint) and stamps the sequence page with that record; once the
+ * record is flushed, recovery restarts the counter above every value
+ * returned so far.  So flush up to the page's LSN: usually it is flushed
+ * already and this costs a comparison.
+ */
+static int64
+issue_token(FenceCatalog *cat)
+{
+	int64		token = nextval_internal(cat->token_seq_relid, false);
+	Relation	seqrel;
+	Buffer		buf;
+	XLogRecPtr	lsn;
+
+	seqrel = relation_open(cat->token_seq_relid, NoLock);	/* nextval locked it */
+	buf = ReadBuffer(seqrel, 0);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	lsn = PageGetLSN(BufferGetPage(buf));
+	UnlockReleaseBuffer(buf);
+	relation_close(seqrel, NoLock);
+
+	XLogFlush(lsn);
+	return token;
+}
+
+/*
  * fence_claim(job, lease, holder) returns bigint
  *
  * Issue a new token for the job if it has no claim, or its claim was
@@ -443,7 +476,8 @@ fence_claim(PG_FUNCTION_ARGS)
 	ClaimsPlan	which;
 	Datum		value;
 	bool		isnull;
-	int64		new_token = 0;
+	int64		new_token;
+	bool		claimed;
 
 	if (!try_lock_job_for_claim(job))
 		PG_RETURN_NULL();
@@ -463,26 +497,17 @@ fence_claim(PG_FUNCTION_ARGS)
 		which = PLAN_CLAIM_NEW;
 	}
 
-	/*
-	 * The client must never see a token that a crash could hand out again.
-	 * nextval() logs ahead of what it issues, and that record is durable once
-	 * this transaction's commit is; with synchronous_commit off, it may not
-	 * be.  So a claim commits synchronously, like SET LOCAL would make it.
-	 */
-	if (synchronous_commit < SYNCHRONOUS_COMMIT_LOCAL_FLUSH)
-		(void) set_config_option("synchronous_commit", "local",
-								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
-								 true, 0, false);
+	new_token = issue_token(cat);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (claims_execute(cat, which, job, lease, holder, row.token,
-					   &value, &isnull) == 1)
-		new_token = DatumGetInt64(value);
+	claimed = (claims_execute(cat, which, job, lease, holder, row.token,
+							  new_token, &value, &isnull) == 1);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 
-	if (new_token == 0)
+	/* Conditions changed since the read: the token stays unused. */
+	if (!claimed)
 		PG_RETURN_NULL();
 
 	/* If this transaction wrote with the old token, it may not any more. */
@@ -513,7 +538,7 @@ fence_renew(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	renewed = claims_execute(cat, PLAN_RENEW, job, lease, NULL, token,
+	renewed = claims_execute(cat, PLAN_RENEW, job, lease, NULL, token, 0,
 							 &expiry, &isnull);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
@@ -554,7 +579,7 @@ fence_release(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	released = claims_execute(cat, PLAN_RELEASE, job, NULL, NULL, token,
+	released = claims_execute(cat, PLAN_RELEASE, job, NULL, NULL, token, 0,
 							  &value, &isnull);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");

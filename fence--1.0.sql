@@ -207,8 +207,12 @@ BEGIN
 	IF NOT pg_catalog.pg_has_role(rel.relowner, 'USAGE') THEN
 		RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = '42501';
 	END IF;
+	IF tbl OPERATOR(pg_catalog.=) '@extschema@.fence_claims'::pg_catalog.regclass THEN
+		RAISE EXCEPTION 'cannot protect fence''s own registry %', tbl
+			USING ERRCODE = '42809';
+	END IF;
 	IF mode NOT IN ('strict', 'repeat', 'shared') THEN
-		RAISE EXCEPTION 'unrecognized fence mode "%"', mode
+		RAISE EXCEPTION 'unrecognized fence mode "%"', pg_catalog.left(mode, 64)
 			USING ERRCODE = '22023',
 				  HINT = 'The mode is one of strict, repeat or shared.';
 	END IF;

@@ -41,6 +41,7 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "nodes/bitmapset.h"
 #include "utils/rel.h"
 
@@ -218,7 +219,8 @@ guard_config(FunctionCallInfo fcinfo)
 		else
 			ereport(ERROR,
 					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unrecognized fence mode \"%s\"", modename),
+					 errmsg("unrecognized fence mode \"%.*s\"",
+							pg_mbcliplen(modename, strlen(modename), 64), modename),
 					 errhint("The mode is one of strict, repeat or shared.")));
 		cfg->tgoid = trigger->tgoid;
 		cfg->attnum = (AttrNumber) attnum;
@@ -325,6 +327,7 @@ fence_guard(PG_FUNCTION_ARGS)
 	if (token <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				 isnull ? errmsg("invalid fencing token NULL") :
 				 errmsg("invalid fencing token " INT64_FORMAT, token),
 				 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
 						   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
