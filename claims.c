@@ -376,8 +376,9 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 }
 
 /*
- * Run one of the registry's statements.  Returns the number of rows; the
- * first column of the first row, if any, goes to *result.
+ * Run one of the registry's statements in its own SPI connection.  Returns
+ * whether it affected the row; if so, *result gets the int8 or timestamptz
+ * it returned.
  *
  * The statement runs as the owner of fence_claims, which callers cannot
  * write, in the way ri_triggers.c runs its queries as a table's owner.
@@ -385,10 +386,10 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
  * every claim, and the query text, qualified to the last operator, does
  * not depend on the caller's search_path anyway.
  */
-static uint64
+static bool
 claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 			   Interval *lease, text *holder, int64 token, int64 new_token,
-			   Datum *result, bool *result_isnull)
+			   int64 *result)
 {
 	Datum		values[5];
 	char		nulls[5] = {' ', ' ', ' ', ' ', ' '};
@@ -396,6 +397,7 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 	int			expected;
 	Oid			save_userid;
 	int			save_sec_context;
+	bool		done = false;
 
 	values[0] = CStringGetTextDatum(job);
 	values[1] = lease ? IntervalPGetDatum(lease) : (Datum) 0;
@@ -405,6 +407,9 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 	values[3] = Int64GetDatum(token);
 	values[4] = Int64GetDatum(new_token);
 
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
 	expected = (which == PLAN_CLAIM_NEW) ? SPI_OK_INSERT_RETURNING : SPI_OK_UPDATE_RETURNING;
 	GetUserIdAndSecContext(&save_userid, &save_sec_context);
 	SetUserIdAndSecContext(cat->claims_owner,
@@ -412,18 +417,26 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 						   SECURITY_NOFORCE_RLS);
 	ret = SPI_execute_plan(claims_plan(cat, which), values, nulls, false, 0);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
+
 	if (ret != expected)
 		elog(ERROR, "fence registry statement %d returned %s", (int) which,
 			 SPI_result_code_string(ret));
 	if (SPI_processed > 1)
 		elog(ERROR, "fence registry statement %d affected " UINT64_FORMAT " rows",
 			 (int) which, SPI_processed);
-
-	*result_isnull = true;
 	if (SPI_processed == 1)
-		*result = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
-								result_isnull);
-	return SPI_processed;
+	{
+		bool		isnull;
+
+		/* int8 and timestamptz alike; read before SPI_finish frees it */
+		*result = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
+											  SPI_tuptable->tupdesc, 1, &isnull));
+		done = !isnull;
+	}
+
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return done;
 }
 
 /*
@@ -474,10 +487,8 @@ fence_claim(PG_FUNCTION_ARGS)
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	ClaimRow	row;
 	ClaimsPlan	which;
-	Datum		value;
-	bool		isnull;
 	int64		new_token;
-	bool		claimed;
+	int64		claimed_token;
 
 	if (!try_lock_job_for_claim(job))
 		PG_RETURN_NULL();
@@ -499,16 +510,11 @@ fence_claim(PG_FUNCTION_ARGS)
 
 	new_token = issue_token(cat);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	claimed = (claims_execute(cat, which, job, lease, holder, row.token,
-							  new_token, &value, &isnull) == 1);
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
-
-	/* Conditions changed since the read: the token stays unused. */
-	if (!claimed)
+	/* If the conditions changed since the read, the token stays unused. */
+	if (!claims_execute(cat, which, job, lease, holder, row.token, new_token,
+						&claimed_token))
 		PG_RETURN_NULL();
+	Assert(claimed_token == new_token);
 
 	/* If this transaction wrote with the old token, it may not any more. */
 	if (row.token != 0)
@@ -530,20 +536,11 @@ fence_renew(PG_FUNCTION_ARGS)
 	int64		token = fence_token_arg(fcinfo, 1);
 	Interval   *lease = fence_lease_arg(fcinfo, 2);
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	Datum		expiry = (Datum) 0;
-	bool		isnull;
-	uint64		renewed;
+	int64		expiry;
 
 	fence_lock_token_against_takeover(token);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	renewed = claims_execute(cat, PLAN_RENEW, job, lease, NULL, token, 0,
-							 &expiry, &isnull);
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
-
-	if (renewed == 0)
+	if (!claims_execute(cat, PLAN_RENEW, job, lease, NULL, token, 0, &expiry))
 	{
 		FenceTokenCheck check;
 
@@ -552,7 +549,7 @@ fence_renew(PG_FUNCTION_ARGS)
 	}
 
 	fence_xact_remember_token(token);
-	PG_RETURN_DATUM(expiry);
+	PG_RETURN_TIMESTAMPTZ(expiry);
 }
 
 /*
@@ -570,23 +567,18 @@ fence_release(PG_FUNCTION_ARGS)
 	char	   *job = fence_job_arg(fcinfo, 0);
 	int64		token = fence_token_arg(fcinfo, 1);
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	Datum		value;
-	bool		isnull;
-	uint64		released;
+	int64		released_token;
+	bool		released;
 
 	/* Like fence_renew: a claim must not queue behind our row lock. */
 	fence_lock_token_against_takeover(token);
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
 	released = claims_execute(cat, PLAN_RELEASE, job, NULL, NULL, token, 0,
-							  &value, &isnull);
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
+							  &released_token);
 
 	/* Later writes in this transaction must see the release. */
 	fence_xact_forget_token(token);
-	PG_RETURN_BOOL(released == 1);
+	PG_RETURN_BOOL(released);
 }
 
 /*
