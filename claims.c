@@ -72,6 +72,26 @@ typedef enum ClaimsPlan
 static SPIPlanPtr claims_plans[N_CLAIMS_PLANS];
 static uint64 claims_plans_generation = 0;
 
+/* What the registry says about a token. */
+typedef enum FenceTokenState
+{
+	FENCE_TOKEN_CURRENT,		/* the current, unreleased claim of its job */
+	FENCE_TOKEN_SUPERSEDED,		/* issued once, no longer current */
+	FENCE_TOKEN_NEVER_ISSUED	/* above the last token issued */
+} FenceTokenState;
+
+/* A token's validation result with what the error messages need. */
+typedef struct FenceTokenCheck
+{
+	FenceTokenState state;
+	char	   *job;			/* the job it is current for (CURRENT) */
+	char	   *released_job;	/* the job whose released claim it is */
+	bool		job_found;		/* the expected job has a claim row */
+	int64		job_token;		/* that row's token */
+	bool		job_released;	/* and whether it is released */
+	int64		last_issued;	/* NEVER_ISSUED: the counter's value */
+} FenceTokenCheck;
+
 /* What the index lookup of a claim row returns. */
 typedef struct ClaimRow
 {
@@ -100,8 +120,8 @@ set_token_locktag(LOCKTAG *tag, int64 token)
  * for a claim in flight if need be: no takeover of the job can succeed
  * until the transaction ends.
  */
-void
-fence_lock_token_against_takeover(int64 token)
+static void
+lock_token_against_takeover(int64 token)
 {
 	LOCKTAG		tag;
 
@@ -192,9 +212,9 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
  * for the error message.  The caller must already hold the token's lock, or
  * the answer may be stale by the time it acts on it.
  */
-void
-fence_check_token(FenceCatalog *cat, int64 token, const char *expected_job,
-				  FenceTokenCheck *result)
+static void
+check_token(FenceCatalog *cat, int64 token, const char *expected_job,
+			FenceTokenCheck *result)
 {
 	ClaimRow	row;
 
@@ -231,9 +251,9 @@ fence_check_token(FenceCatalog *cat, int64 token, const char *expected_job,
  * guard reports a never-issued token as invalid (5F004); the functions that
  * name a job report every non-current token as superseded (5F001).
  */
-void
-fence_report_token(int64 token, const char *job, FenceTokenCheck *check,
-				   bool never_issued_is_invalid)
+static void
+report_token(int64 token, const char *job, FenceTokenCheck *check,
+			 bool never_issued_is_invalid)
 {
 	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
 		ereport(ERROR,
@@ -280,6 +300,25 @@ fence_report_token(int64 token, const char *job, FenceTokenCheck *check,
 				 errdetail("Job \"%s\" is now held by token " INT64_FORMAT ".",
 						   job, check->job_token),
 				 errhint(FENCE_STOP_HINT)));
+}
+
+/*
+ * Make sure the token is current, and the current claim of job if one is
+ * given, and that it stays so until the transaction ends: take its lock,
+ * ask the registry, raise the error if it is not, and remember it so the
+ * guard's later rows need not ask again.
+ */
+void
+fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
+				 bool never_issued_is_invalid)
+{
+	FenceTokenCheck check;
+
+	lock_token_against_takeover(token);
+	check_token(cat, token, job, &check);
+	if (check.state != FENCE_TOKEN_CURRENT)
+		report_token(token, job, &check, never_issued_is_invalid);
+	fence_xact_remember_token(token);
 }
 
 /*
@@ -538,14 +577,14 @@ fence_renew(PG_FUNCTION_ARGS)
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	int64		expiry;
 
-	fence_lock_token_against_takeover(token);
+	lock_token_against_takeover(token);
 
 	if (!claims_execute(cat, PLAN_RENEW, job, lease, NULL, token, 0, &expiry))
 	{
 		FenceTokenCheck check;
 
-		fence_check_token(cat, token, job, &check);
-		fence_report_token(token, job, &check, false);
+		check_token(cat, token, job, &check);
+		report_token(token, job, &check, false);
 	}
 
 	fence_xact_remember_token(token);
@@ -571,7 +610,7 @@ fence_release(PG_FUNCTION_ARGS)
 	bool		released;
 
 	/* Like fence_renew: a claim must not queue behind our row lock. */
-	fence_lock_token_against_takeover(token);
+	lock_token_against_takeover(token);
 
 	released = claims_execute(cat, PLAN_RELEASE, job, NULL, NULL, token, 0,
 							  &released_token);
@@ -628,14 +667,8 @@ fence_begin(PG_FUNCTION_ARGS)
 	char	   *job = fence_job_arg(fcinfo, 0);
 	int64		token = fence_token_arg(fcinfo, 1);
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	FenceTokenCheck check;
 
-	fence_lock_token_against_takeover(token);
-	fence_check_token(cat, token, job, &check);
-	if (check.state != FENCE_TOKEN_CURRENT)
-		fence_report_token(token, job, &check, false);
-
-	fence_xact_remember_token(token);
+	fence_hold_token(cat, token, job, false);
 	fence_xact_bind(job, token);
 	PG_RETURN_VOID();
 }

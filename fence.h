@@ -70,26 +70,6 @@ typedef struct FenceCatalog
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
 } FenceCatalog;
 
-/* What the registry says about a token. */
-typedef enum FenceTokenState
-{
-	FENCE_TOKEN_CURRENT,		/* the current, unreleased claim of its job */
-	FENCE_TOKEN_SUPERSEDED,		/* issued once, no longer current */
-	FENCE_TOKEN_NEVER_ISSUED	/* above the last token issued */
-} FenceTokenState;
-
-/* A token's validation result with what the error messages need. */
-typedef struct FenceTokenCheck
-{
-	FenceTokenState state;
-	char	   *job;			/* the job it is current for (CURRENT) */
-	char	   *released_job;	/* the job whose released claim it is */
-	bool		job_found;		/* the expected job has a claim row */
-	int64		job_token;		/* that row's token */
-	bool		job_released;	/* and whether it is released */
-	int64		last_issued;	/* NEVER_ISSUED: the counter's value */
-} FenceTokenCheck;
-
 /* fence.c */
 extern FenceCatalog *fence_catalog(Oid fn_oid);
 extern char *fence_job_arg(FunctionCallInfo fcinfo, int argno);
@@ -98,13 +78,8 @@ extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 fence_last_token_issued(FenceCatalog *cat);
 
 /* claims.c */
-extern void fence_lock_token_against_takeover(int64 token);
-extern void fence_check_token(FenceCatalog *cat, int64 token,
-							  const char *expected_job,
-							  FenceTokenCheck *result);
-extern void fence_report_token(int64 token, const char *job,
-							   FenceTokenCheck *check,
-							   bool never_issued_is_invalid) pg_attribute_noreturn();
+extern void fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
+							 bool never_issued_is_invalid);
 extern void fence_claims_reset_plans(void);
 
 /* xact.c */

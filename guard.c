@@ -336,17 +336,8 @@ fence_guard(PG_FUNCTION_ARGS)
 
 	/* The arbiter: once per token per transaction. */
 	if (!fence_xact_token_validated(token))
-	{
-		FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
-		const char *job = (token == bound_token) ? bound_job : NULL;
-		FenceTokenCheck check;
-
-		fence_lock_token_against_takeover(token);
-		fence_check_token(cat, token, job, &check);
-		if (check.state != FENCE_TOKEN_CURRENT)
-			fence_report_token(token, job, &check, true);
-		fence_xact_remember_token(token);
-	}
+		fence_hold_token(fence_catalog(fcinfo->flinfo->fn_oid), token,
+						 token == bound_token ? bound_job : NULL, true);
 
 	/* The row: no execution may write over a newer one's row. */
 	if (oldtuple != NULL && cfg->mode != FENCE_MODE_SHARED)
