@@ -326,8 +326,8 @@ fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
  * is (a new extension schema means new query text), and when the plan cache
  * says a plan can no longer be used, as ri_FetchPreparedPlan does.
  */
-void
-fence_claims_reset_plans(void)
+static void
+reset_claims_plans(void)
 {
 	int			i;
 
@@ -350,7 +350,7 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 
 	if (claims_plans_generation != cat->generation)
 	{
-		fence_claims_reset_plans();
+		reset_claims_plans();
 		claims_plans_generation = cat->generation;
 	}
 	if (claims_plans[which] && SPI_plan_is_valid(claims_plans[which]))

@@ -80,7 +80,6 @@ extern int64 fence_last_token_issued(FenceCatalog *cat);
 /* claims.c */
 extern void fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
 							 bool never_issued_is_invalid);
-extern void fence_claims_reset_plans(void);
 
 /* xact.c */
 extern void fence_xact_init(void);
