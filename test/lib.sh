@@ -52,14 +52,18 @@ fence_pg_setup()
 	FENCE_PG_INCLUDE_SERVER=$("$FENCE_PG_CONFIG" --includedir-server)
 	FENCE_PG_INCLUDE=$("$FENCE_PG_CONFIG" --includedir)
 	FENCE_PG_PKGLIBDIR=$("$FENCE_PG_CONFIG" --pkglibdir)
-	export FENCE_PG_CONFIG FENCE_PG_BIN FENCE_PG_INCLUDE_SERVER FENCE_PG_INCLUDE
+	export FENCE_PG_CONFIG FENCE_PG_BIN FENCE_PG_INCLUDE_SERVER FENCE_PG_INCLUDE FENCE_PG_PKGLIBDIR
 }
 
 # Run a command as the postgres user, with PostgreSQL's binaries on PATH and
 # a HOME it can read.  The caller should cd somewhere postgres may enter.
+# setpriv execs the command in place (runuser would fork and wait, and stop
+# itself when its child is stopped, which breaks SIGSTOP/SIGCONT tests and
+# leaves an extra process between a caller and the pid it signals).
 fence_as_pg()
 {
-	runuser -u postgres -- env HOME="$FENCE_PG_HOME" PATH="$FENCE_PG_BIN:$PATH" "$@"
+	setpriv --reuid=postgres --regid=postgres --init-groups \
+		env HOME="$FENCE_PG_HOME" USER=postgres LOGNAME=postgres PATH="$FENCE_PG_BIN:$PATH" "$@"
 }
 
 # A fresh directory owned by postgres (mode 755 so root and others can read).
@@ -78,10 +82,10 @@ fence_copy_tree()
 {
 	local src=$1 dest=$2
 	mkdir -p "$dest"
-	(cd "$src" && tar -cf - --exclude=./.git --exclude=results --exclude=tmp_check \
-		--exclude=tmp_check_iso --exclude=output_iso --exclude=log \
+	(cd "$src" && tar -cf - --exclude=./.git --exclude=./results --exclude=./tmp_check \
+		--exclude=./tmp_check_iso --exclude=./output_iso --exclude=./log \
 		--exclude='*.o' --exclude='*.so' --exclude='*.bc' \
-		--exclude=regression.diffs --exclude=regression.out .) |
+		--exclude=./regression.diffs --exclude=./regression.out .) |
 		(cd "$dest" && tar -xf -) || return 1
 	chown -R postgres:postgres "$dest"
 }
@@ -161,5 +165,5 @@ fence_psql()
 {
 	local dir=$1
 	shift
-	(cd "$dir" && fence_as_pg psql -X -h "$dir/sock" -p "$(cat "$dir/port")" -U postgres "$@")
+	(cd "$dir" && fence_as_pg psql -X -P pager=off -h "$dir/sock" -p "$(cat "$dir/port")" -U postgres "$@")
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# test/checks/bench_smoke.sh: the benchmark's CI smoke run (issue 3).
+#
+# Runs bench/run --quick: tiny tables, a few transactions per variant and
+# shape, one round, no timing assertions.  It proves that every variant
+# (fence's included: --require-fence) runs without a failed transaction, an
+# aborted client or a server-side ERROR, and that the report tables print.
+# Exit 0 on success.  Uses its own cluster on $FENCE_PORT (set by test/run)
+# or else a port from 54321 up, so it can run beside a full benchmark (54320).
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+out=$(mktemp -d "${TMPDIR:-/tmp}/fence-bench-smoke.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+
+status=0
+bash "$root/bench/run" --quick --require-fence --port "${FENCE_PORT:-54321}" --out "$out" || status=$?
+
+# The report must hold every table and every variant.
+for want in 'Guarded UPDATE' 'Claims:' 'Memory:' 'Targets' \
+	'plain (no trigger)' 'predicate' 'noop C trigger' 'moddatetime' 'PL/pgSQL guard' \
+	'fence (token in statement)' 'fence (fence_begin)' 'raw_update' 'fence_claim'; do
+	if ! grep -qF "$want" "$out/report.md" 2>/dev/null; then
+		echo "bench_smoke: report lacks \"$want\"" >&2
+		status=1
+	fi
+done
+# Every run must have recorded a throughput.
+if awk -F'\t' 'NR > 1 && !($6 > 0) { bad = 1 } END { exit !bad }' "$out/results.tsv"; then
+	echo "bench_smoke: a run recorded no throughput" >&2
+	status=1
+fi
+[ "$status" = 0 ] && echo "bench_smoke: every variant ran; report printed"
+exit "$status"
