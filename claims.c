@@ -101,6 +101,9 @@ typedef struct ClaimRow
 	TimestampTz lease_expires_at;
 } ClaimRow;
 
+static void report_token(int64 token, const char *job, FenceTokenCheck *check,
+						 bool never_issued_is_invalid) pg_attribute_noreturn();
+
 /*
  * Lock tags.  Tokens are unique bigints, so the token lock is exact.  The
  * job lock hashes the name to 64 bits; a collision can only make a claim
