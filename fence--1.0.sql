@@ -113,6 +113,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
 	part pg_catalog.regclass;
+	enabled pg_catalog.char;
 BEGIN
 	-- pg_partition_tree() is empty for a table outside any partition tree.
 	FOR part IN
@@ -125,14 +126,22 @@ BEGIN
 	LOOP
 		-- Checked here, not in the query above: the ALTER TABLE below fires
 		-- the event trigger, which may already have covered this partition.
-		CONTINUE WHEN EXISTS (SELECT FROM pg_catalog.pg_trigger t
-							  WHERE t.tgrelid OPERATOR(pg_catalog.=) part
-								AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate');
-		EXECUTE pg_catalog.format(
-			'CREATE TRIGGER zz_fence_truncate BEFORE TRUNCATE ON %s '
-			'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.fence_refuse_truncate()',
-			part);
-		EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fence_truncate', part);
+		-- An existing trigger that lost ENABLE ALWAYS (DISABLE TRIGGER ALL,
+		-- then ENABLE TRIGGER ALL) is set back to it.
+		SELECT t.tgenabled INTO enabled
+		  FROM pg_catalog.pg_trigger t
+		 WHERE t.tgrelid OPERATOR(pg_catalog.=) part
+		   AND t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate';
+		IF NOT FOUND THEN
+			enabled := NULL;
+			EXECUTE pg_catalog.format(
+				'CREATE TRIGGER zz_fence_truncate BEFORE TRUNCATE ON %s '
+				'FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.fence_refuse_truncate()',
+				part);
+		END IF;
+		IF enabled IS DISTINCT FROM 'A' THEN
+			EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE ALWAYS TRIGGER zz_fence_truncate', part);
+		END IF;
 	END LOOP;
 END
 $$;
