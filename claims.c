@@ -38,7 +38,9 @@
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "access/xlog.h"
+#include "catalog/indexing.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
@@ -51,6 +53,7 @@
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 PG_FUNCTION_INFO_V1(fence_claim);
 PG_FUNCTION_INFO_V1(fence_renew);
@@ -63,7 +66,6 @@ PG_FUNCTION_INFO_V1(fence_begin);
 typedef enum ClaimsPlan
 {
 	PLAN_CLAIM_NEW,				/* first claim of a job */
-	PLAN_CLAIM_TAKEOVER,		/* replace a released or expired claim */
 	PLAN_RENEW,
 	PLAN_RELEASE,
 	N_CLAIMS_PLANS
@@ -369,24 +371,6 @@ claims_plan(FenceCatalog *cat, ClaimsPlan which)
 						   " ON CONFLICT (job) DO NOTHING RETURNING token",
 						   claims);
 			break;
-		case PLAN_CLAIM_TAKEOVER:
-
-			/*
-			 * The conditions are checked again here, as the row may have
-			 * changed since fence_claim read it.  This cannot queue behind a
-			 * row lock: the only other writers of the row, fence_renew and
-			 * fence_release, hold the token's lock, which the claim holds
-			 * exclusively by now, and other claims hold the job's lock.
-			 */
-			sql = psprintf("UPDATE %s SET token = $5, holder = $3,"
-						   " claimed_at = pg_catalog.clock_timestamp(),"
-						   " lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2,"
-						   " released = false"
-						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
-						   " AND (released OR lease_expires_at OPERATOR(pg_catalog.<) pg_catalog.clock_timestamp())"
-						   " RETURNING token",
-						   claims);
-			break;
 		case PLAN_RENEW:
 			sql = psprintf("UPDATE %s SET lease_expires_at = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) $2"
 						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
@@ -482,6 +466,99 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const char *job,
 }
 
 /*
+ * Replace the job's released or expired claim with new_token, if it still
+ * holds old_token.  Returns whether it did.
+ *
+ * This is the claim's hot path, so it updates the row directly, the way
+ * catalog code does, instead of planning and running an UPDATE: nothing
+ * else can write the row meanwhile (other claims hold the job's lock, and
+ * fence_renew and fence_release the token's, which the caller holds
+ * exclusively), and fence_claims has no triggers, and no expression or
+ * partial indexes.  The row is read again with a fresh snapshot, now that
+ * the token's lock is held: a renewal may have committed since the first
+ * read.
+ */
+static bool
+claims_take_over(FenceCatalog *cat, const char *job, int64 old_token,
+				 int64 new_token, Interval *lease, text *holder)
+{
+	Relation	rel;
+	Relation	idx;
+	Snapshot	snapshot;
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	bool		replaced = false;
+
+	rel = table_open(cat->claims_relid, RowExclusiveLock);
+	idx = index_open(cat->claims_job_index, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber,
+						   InvalidOid, idx->rd_indcollation[0],
+						   F_TEXTEQ, CStringGetTextDatum(job));
+#if PG_VERSION_NUM >= 180000
+	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
+#else
+	scan = index_beginscan(rel, idx, snapshot, 1, 0);
+#endif
+	index_rescan(scan, &skey, 1, NULL, 0);
+	slot = table_slot_create(rel, NULL);
+
+	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		TupleDesc	tupdesc = RelationGetDescr(rel);
+		TimestampTz now = GetCurrentTimestamp();
+		bool		isnull;
+		int64		token;
+		bool		released;
+		TimestampTz expires;
+
+		token = DatumGetInt64(slot_getattr(slot, cat->att_token, &isnull));
+		released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
+		expires = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
+												   &isnull));
+		if (token == old_token && (released || expires < now))
+		{
+			Datum	   *values = palloc0(tupdesc->natts * sizeof(Datum));
+			bool	   *nulls = palloc0(tupdesc->natts * sizeof(bool));
+			bool	   *replace = palloc0(tupdesc->natts * sizeof(bool));
+			bool		should_free;
+			HeapTuple	oldtup = ExecFetchSlotHeapTuple(slot, true, &should_free);
+			HeapTuple	newtup;
+
+			values[cat->att_token - 1] = Int64GetDatum(new_token);
+			replace[cat->att_token - 1] = true;
+			values[cat->att_holder - 1] = PointerGetDatum(holder);
+			nulls[cat->att_holder - 1] = (holder == NULL);
+			replace[cat->att_holder - 1] = true;
+			values[cat->att_claimed_at - 1] = TimestampTzGetDatum(now);
+			replace[cat->att_claimed_at - 1] = true;
+			values[cat->att_lease_expires_at - 1] =
+				DirectFunctionCall2(timestamptz_pl_interval,
+									TimestampTzGetDatum(now),
+									IntervalPGetDatum(lease));
+			replace[cat->att_lease_expires_at - 1] = true;
+			values[cat->att_released - 1] = BoolGetDatum(false);
+			replace[cat->att_released - 1] = true;
+
+			newtup = heap_modify_tuple(oldtup, tupdesc, values, nulls, replace);
+			CatalogTupleUpdate(rel, &slot->tts_tid, newtup);
+			/* Make the new claim visible to the rest of this transaction. */
+			CommandCounterIncrement();
+			replaced = true;
+		}
+	}
+
+	ExecDropSingleTupleTableSlot(slot);
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, AccessShareLock);
+	table_close(rel, NoLock);
+	return replaced;
+}
+
+/*
  * Take the next token from the counter.
  *
  * The client must never see a token that a crash could hand out again,
@@ -528,7 +605,6 @@ fence_claim(PG_FUNCTION_ARGS)
 	text	   *holder = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	ClaimRow	row;
-	ClaimsPlan	which;
 	int64		new_token;
 	int64		claimed_token;
 
@@ -542,25 +618,22 @@ fence_claim(PG_FUNCTION_ARGS)
 			PG_RETURN_NULL();
 		if (!try_lock_token_for_takeover(row.token))
 			PG_RETURN_NULL();
-		which = PLAN_CLAIM_TAKEOVER;
-	}
-	else
-	{
-		row.token = 0;
-		which = PLAN_CLAIM_NEW;
+
+		/* If the conditions changed since the read, the token stays unused. */
+		new_token = issue_token(cat);
+		if (!claims_take_over(cat, job, row.token, new_token, lease, holder))
+			PG_RETURN_NULL();
+
+		/* If this transaction wrote with the old token, it may not any more. */
+		fence_xact_forget_token(row.token);
+		PG_RETURN_INT64(new_token);
 	}
 
+	/* The job's first claim. */
 	new_token = issue_token(cat);
-
-	/* If the conditions changed since the read, the token stays unused. */
-	if (!claims_execute(cat, which, job, lease, holder, row.token, new_token,
+	if (!claims_execute(cat, PLAN_CLAIM_NEW, job, lease, holder, 0, new_token,
 						&claimed_token))
 		PG_RETURN_NULL();
-	Assert(claimed_token == new_token);
-
-	/* If this transaction wrote with the old token, it may not any more. */
-	if (row.token != 0)
-		fence_xact_forget_token(row.token);
 	PG_RETURN_INT64(new_token);
 }
 

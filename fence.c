@@ -119,7 +119,11 @@ fence_catalog(Oid fn_oid)
 	fence_cat.att_released = get_attnum(fence_cat.claims_relid, "released");
 	fence_cat.att_lease_expires_at = get_attnum(fence_cat.claims_relid,
 												"lease_expires_at");
-	if (fence_cat.att_job == InvalidAttrNumber ||
+	fence_cat.att_holder = get_attnum(fence_cat.claims_relid, "holder");
+	fence_cat.att_claimed_at = get_attnum(fence_cat.claims_relid, "claimed_at");
+	if (fence_cat.att_holder == InvalidAttrNumber ||
+		fence_cat.att_claimed_at == InvalidAttrNumber ||
+		fence_cat.att_job == InvalidAttrNumber ||
 		fence_cat.att_token == InvalidAttrNumber ||
 		fence_cat.att_released == InvalidAttrNumber ||
 		fence_cat.att_lease_expires_at == InvalidAttrNumber)

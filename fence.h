@@ -66,6 +66,8 @@ typedef struct FenceCatalog
 	AttrNumber	att_token;
 	AttrNumber	att_released;
 	AttrNumber	att_lease_expires_at;
+	AttrNumber	att_holder;
+	AttrNumber	att_claimed_at;
 	Oid			claims_owner;	/* the registry is written as this role */
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
 } FenceCatalog;
