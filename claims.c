@@ -161,21 +161,20 @@ try_lock_job_for_claim(const char *job)
 }
 
 /*
- * Read one claim row through an index, by job or by token, with the latest
- * snapshot.  No SPI: this is the guard's path, once per transaction.
+ * Find the claim row by job or by token through its index, with the latest
+ * snapshot, and store it in slot.  No SPI: this is the guard's path, once
+ * per transaction.  The slot keeps its own buffer pin after the scan ends.
  */
 static bool
-claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
+claims_lookup(FenceCatalog *cat, Relation rel, bool by_token, Datum key,
+			  TupleTableSlot *slot)
 {
-	Relation	rel;
 	Relation	idx;
 	Snapshot	snapshot;
 	ScanKeyData skey;
 	IndexScanDesc scan;
-	TupleTableSlot *slot;
 	bool		found;
 
-	rel = table_open(cat->claims_relid, AccessShareLock);
 	idx = index_open(by_token ? cat->claims_token_index : cat->claims_job_index,
 					 AccessShareLock);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
@@ -189,9 +188,22 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 	scan = index_beginscan(rel, idx, snapshot, 1, 0);
 #endif
 	index_rescan(scan, &skey, 1, NULL, 0);
-	slot = table_slot_create(rel, NULL);
-
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, AccessShareLock);
+	return found;
+}
+
+/* Read one claim row, by job or by token, into *row. */
+static bool
+claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
+{
+	Relation	rel = table_open(cat->claims_relid, AccessShareLock);
+	TupleTableSlot *slot = table_slot_create(rel, NULL);
+	bool		found = claims_lookup(cat, rel, by_token, key, slot);
+
 	if (found)
 	{
 		bool		isnull;
@@ -204,9 +216,6 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
-	index_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	index_close(idx, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;
 }
@@ -483,29 +492,13 @@ claims_take_over(FenceCatalog *cat, const char *job, int64 old_token,
 				 int64 new_token, Interval *lease, text *holder)
 {
 	Relation	rel;
-	Relation	idx;
-	Snapshot	snapshot;
-	ScanKeyData skey;
-	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	bool		replaced = false;
 
 	rel = table_open(cat->claims_relid, RowExclusiveLock);
-	idx = index_open(cat->claims_job_index, AccessShareLock);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber,
-						   InvalidOid, idx->rd_indcollation[0],
-						   F_TEXTEQ, CStringGetTextDatum(job));
-#if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
-#else
-	scan = index_beginscan(rel, idx, snapshot, 1, 0);
-#endif
-	index_rescan(scan, &skey, 1, NULL, 0);
 	slot = table_slot_create(rel, NULL);
 
-	if (index_getnext_slot(scan, ForwardScanDirection, slot))
+	if (claims_lookup(cat, rel, false, CStringGetTextDatum(job), slot))
 	{
 		TupleDesc	tupdesc = RelationGetDescr(rel);
 		TimestampTz now = GetCurrentTimestamp();
@@ -551,9 +544,6 @@ claims_take_over(FenceCatalog *cat, const char *job, int64 old_token,
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
-	index_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	index_close(idx, AccessShareLock);
 	table_close(rel, NoLock);
 	return replaced;
 }
