@@ -4,12 +4,14 @@ MODULE_big = fence
 OBJS = \
 	$(WIN32RES) \
 	claims.o \
+	ddl.o \
 	fence.o \
 	guard.o \
+	token.o \
 	xact.o
 
 EXTENSION = fence
-DATA = fence--1.0.sql
+DATA = fence--1.0.sql fence--1.0--1.1.sql
 PGFILEDESC = "fence - fencing tokens for job workers"
 
 # Every sql/*.sql is a pg_regress test and every specs/*.spec an isolation

@@ -9,6 +9,8 @@
  * lookup ever depends on the caller's search_path, and the result is kept
  * for the life of the backend until a relcache invalidation for one of
  * them (DROP EXTENSION, ALTER TABLE, a full reset) says to look again.
+ * Each build has a new generation number; what was decided against an
+ * older one (xact.c's validated tokens) no longer counts.
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -18,9 +20,14 @@
 
 #include "fence.h"
 
+#include "access/relation.h"
 #include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/inval.h"
@@ -35,8 +42,12 @@ void		_PG_init(void);
 static FenceCatalog fence_cat;	/* the cached catalog */
 static bool fence_cat_valid = false;	/* false until looked up, and after an
 										 * invalidation of any relation in it */
+static bool fence_cat_building = false; /* fence_catalog() is at work */
+static uint64 fence_cat_invals = 0; /* invalidations seen while building */
 
+static void fence_catalog_build(Oid fn_oid);
 static Oid	fence_lookup_relation(Oid nspid, const char *relname, char relkind);
+static Oid	fence_lookup_function(const char *nspname, const char *fnname);
 static void fence_catalog_invalidate(Datum arg, Oid relid);
 
 void
@@ -50,10 +61,20 @@ _PG_init(void)
  * Forget the catalog when any of its relations changes, or on a full reset
  * (relid == InvalidOid).  Callbacks must not do catalog access, so this only
  * marks the cache stale; fence_catalog() rebuilds it on next use.
+ *
+ * An invalidation that arrives while the catalog is being built cannot be
+ * matched against relations not looked up yet, so every one of them counts:
+ * fence_catalog() then builds again, as relcache.c does for an entry
+ * invalidated while it is being built.
  */
 static void
 fence_catalog_invalidate(Datum arg pg_attribute_unused(), Oid relid)
 {
+	if (fence_cat_building)
+	{
+		fence_cat_invals++;
+		return;
+	}
 	if (!fence_cat_valid)
 		return;
 	if (relid == InvalidOid ||
@@ -78,6 +99,23 @@ fence_lookup_relation(Oid nspid, const char *relname, char relkind)
 	return relid;
 }
 
+/* A trigger function of fence's, taking no arguments, in its schema. */
+static Oid
+fence_lookup_function(const char *nspname, const char *fnname)
+{
+	Oid			fnoid = LookupFuncName(list_make2(makeString(pstrdup(nspname)),
+												  makeString(pstrdup(fnname))),
+									   0, NULL, true);
+
+	if (!OidIsValid(fnoid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("function %s.%s() of extension \"fence\" does not exist",
+						nspname, fnname),
+				 errhint("Reinstall the extension with DROP EXTENSION fence and CREATE EXTENSION fence.")));
+	return fnoid;
+}
+
 /*
  * Return fence's catalog, looking it up in the schema of the function
  * fn_oid (any fence function: they all live in the extension's schema).
@@ -85,13 +123,40 @@ fence_lookup_relation(Oid nspid, const char *relname, char relkind)
 FenceCatalog *
 fence_catalog(Oid fn_oid)
 {
+	uint64		invals_before;
+
+	while (!fence_cat_valid)
+	{
+		invals_before = fence_cat_invals;
+		fence_cat_building = true;
+		PG_TRY();
+		{
+			fence_catalog_build(fn_oid);
+		}
+		PG_FINALLY();
+		{
+			fence_cat_building = false;
+		}
+		PG_END_TRY();
+		/* Anything invalidated meanwhile may be stale: build it again. */
+		fence_cat_valid = (fence_cat_invals == invals_before);
+	}
+	return &fence_cat;
+}
+
+/*
+ * Look everything up.  fence_claims is locked first, so that its columns
+ * and owner are read after any change to it that committed before (taking
+ * the lock processes the invalidations that change sent); anything sent
+ * during the build is caught by fence_catalog()'s check of the count.
+ */
+static void
+fence_catalog_build(Oid fn_oid)
+{
 	static uint64 generation = 0;
 	Oid			nspid;
 	MemoryContext oldcxt;
-	Relation	claims;
-
-	if (fence_cat_valid)
-		return &fence_cat;
+	Relation	rel;
 
 	nspid = get_func_namespace(fn_oid);
 	if (!OidIsValid(nspid))
@@ -108,12 +173,20 @@ fence_catalog(Oid fn_oid)
 
 	fence_cat.claims_relid = fence_lookup_relation(nspid, "fence_claims",
 												   RELKIND_RELATION);
+	rel = table_open(fence_cat.claims_relid, AccessShareLock);
+	fence_cat.claims_owner = RelationGetForm(rel)->relowner;
+	table_close(rel, AccessShareLock);
+
 	fence_cat.claims_job_index = fence_lookup_relation(nspid, "fence_claims_pkey",
 													   RELKIND_INDEX);
 	fence_cat.claims_token_index = fence_lookup_relation(nspid, "fence_claims_token_key",
 														 RELKIND_INDEX);
 	fence_cat.token_seq_relid = fence_lookup_relation(nspid, "fence_token_seq",
 													  RELKIND_SEQUENCE);
+	rel = relation_open(fence_cat.token_seq_relid, AccessShareLock);
+	fence_cat.token_seq_owner = RelationGetForm(rel)->relowner;
+	relation_close(rel, AccessShareLock);
+
 	fence_cat.att_job = get_attnum(fence_cat.claims_relid, "job");
 	fence_cat.att_token = get_attnum(fence_cat.claims_relid, "token");
 	fence_cat.att_released = get_attnum(fence_cat.claims_relid, "released");
@@ -132,13 +205,11 @@ fence_catalog(Oid fn_oid)
 				 errmsg("table \"%s.fence_claims\" lacks a column fence needs",
 						fence_cat.nspname)));
 
-	claims = table_open(fence_cat.claims_relid, AccessShareLock);
-	fence_cat.claims_owner = RelationGetForm(claims)->relowner;
-	table_close(claims, AccessShareLock);
+	fence_cat.guard_fn = fence_lookup_function(fence_cat.nspname, "fence_guard");
+	fence_cat.refuse_truncate_fn = fence_lookup_function(fence_cat.nspname,
+														 "fence_refuse_truncate");
 
 	fence_cat.generation = ++generation;
-	fence_cat_valid = true;
-	return &fence_cat;
 }
 
 /*
@@ -221,17 +292,30 @@ fence_lease_arg(FunctionCallInfo fcinfo, int argno)
  * The last token the counter has issued, 0 if none.  Any token above it was
  * never issued by fence_claim: it is forged, or restored from the future.
  * Only the error paths call this.
+ *
+ * pg_sequence_last_value() checks the caller's privileges on the sequence.
+ * fence's answer must not depend on them (a DBA may well revoke SELECT on
+ * the counter from PUBLIC), so it is read as the sequence's owner, the way
+ * the registry's statements run as the registry's owner.
  */
 int64
 fence_last_token_issued(FenceCatalog *cat)
 {
 	LOCAL_FCINFO(seqinfo, 1);
 	Datum		result;
+	Oid			save_userid;
+	int			save_sec_context;
 
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
 	seqinfo->args[0].value = ObjectIdGetDatum(cat->token_seq_relid);
 	seqinfo->args[0].isnull = false;
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cat->token_seq_owner,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
 	result = pg_sequence_last_value(seqinfo);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
 	if (seqinfo->isnull)
 		return 0;
 	return DatumGetInt64(result);

@@ -9,12 +9,22 @@
  *	fence.c		module entry, argument checks, the catalog of fence's own
  *				relations (found from the schema the extension lives in)
  *	claims.c	the claims registry: fence_claim, fence_renew, fence_release,
- *				fence_current, fence_is_current, fence_begin, and the token
- *				locks that serialise writers against takeovers
+ *				fence_current, fence_is_current; every read and write of
+ *				fence_claims
+ *	token.c		the token arbiter: the lock tags that serialise writers
+ *				against takeovers, "is this token current?", the 5F001 and
+ *				5F004 reports, fence_hold_token and fence_begin
  *	xact.c		per-transaction state: the token bound by fence_begin and the
  *				tokens already validated and locked, kept correct across
- *				savepoints
+ *				savepoints and catalog rebuilds
  *	guard.c		the fence_guard() row trigger and the TRUNCATE refusal
+ *	ddl.c		fence_protect() and the ddl_command_end event trigger that
+ *				covers new partitions of protected tables with the TRUNCATE
+ *				refusal, and refuses foreign-table partitions
+ *
+ * Calls go one way: guard.c and ddl.c call token.c and claims.c, which call
+ * xact.c and fence.c.  (token.c reads the registry through claims.c, and
+ * claims.c takes token locks through token.c: the two are one layer.)
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -69,6 +79,9 @@ typedef struct FenceCatalog
 	AttrNumber	att_holder;
 	AttrNumber	att_claimed_at;
 	Oid			claims_owner;	/* the registry is written as this role */
+	Oid			token_seq_owner;	/* the counter is read as this role */
+	Oid			guard_fn;		/* fence_guard() */
+	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
 } FenceCatalog;
 
@@ -79,15 +92,36 @@ extern int64 fence_token_arg(FunctionCallInfo fcinfo, int argno);
 extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 fence_last_token_issued(FenceCatalog *cat);
 
+/* What the registry's index read of one claim row returns (claims.c). */
+typedef struct ClaimRow
+{
+	char	   *job;
+	int64		token;
+	bool		released;
+	TimestampTz lease_expires_at;
+} ClaimRow;
+
 /* claims.c */
-extern void fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
-							 bool never_issued_is_invalid);
+extern bool claims_fetch(FenceCatalog *cat, bool by_token, Datum key,
+						 ClaimRow *row);
+
+/* token.c */
+extern void token_lock_against_takeover(int64 token);
+extern bool token_try_lock_for_takeover(int64 token);
+extern bool token_try_lock_job_for_claim(const char *job);
+extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
+									const char *job,
+									bool never_issued_is_invalid);
+extern void token_report_not_current(FenceCatalog *cat, int64 token,
+									 const char *job) pg_attribute_noreturn();
 
 /* xact.c */
 extern void fence_xact_init(void);
 extern void fence_xact_note_lock(void);
-extern bool fence_xact_token_validated(int64 token);
-extern void fence_xact_remember_token(int64 token);
+extern bool fence_xact_token_validated(int64 token, uint64 generation,
+									   const char **job);
+extern void fence_xact_remember_token(int64 token, uint64 generation,
+									  const char *job);
 extern void fence_xact_forget_token(int64 token);
 extern void fence_xact_bind(const char *job, int64 token);
 extern int64 fence_xact_bound_token(const char **job);

@@ -14,7 +14,7 @@
  *	   or NULL; on the DELETE half of a row moving partitions, the UPDATE's).
  *	   None: 5F003.  Both, and different: 5F004.
  *	2. asks the arbiter whether the token is its job's current claim, under
- *	   the token's lock (claims.c).  Never issued: 5F004; superseded: 5F001.
+ *	   the token's lock (token.c).  Never issued: 5F004; superseded: 5F001.
  *	   The answer holds until the transaction ends, so it is asked once per
  *	   transaction and remembered (xact.c); later rows compare one number.
  *	3. compares the token with the row's stored epoch: strict mode needs it
@@ -250,131 +250,199 @@ guard_config(FunctionCallInfo fcinfo)
 	return cfg;
 }
 
-Datum
-fence_guard(PG_FUNCTION_ARGS)
+/* One row's write, as the guard sees it. */
+typedef struct GuardWrite
 {
-	TriggerData *trigdata = (TriggerData *) fcinfo->context;
-	GuardConfig *cfg;			/* per-statement facts */
-	TupleDesc	tupdesc;		/* the row's descriptor */
-	HeapTuple	newtuple = NULL;	/* the row to write (INSERT, UPDATE) */
-	HeapTuple	oldtuple = NULL;	/* the row written before (UPDATE, DELETE) */
-	bool		has_stmt_token = false; /* the statement writes a token */
-	int64		stmt_token = 0; /* ... this one */
-	const char *bound_job;		/* the job fence_begin bound */
+	HeapTuple	newtuple;		/* the row to write (INSERT, UPDATE) */
+	HeapTuple	oldtuple;		/* the row written before (UPDATE, DELETE) */
+	bool		has_stmt_token; /* the statement writes a token ... */
+	int64		stmt_token;		/* ... this one (0 for NULL) */
+	bool		stmt_token_null;	/* ... which is NULL */
+	const char *bound_job;		/* the job fence_begin bound, or NULL */
 	int64		bound_token;	/* ... and its token, 0 if none */
 	int64		token;			/* the write's token */
+	const char *job;			/* its job, once the arbiter has said */
+} GuardWrite;
+
+/* The name of the epoch column, for messages. */
+static const char *
+guard_column_name(TriggerData *trigdata, GuardConfig *cfg)
+{
+	return NameStr(TupleDescAttr(RelationGetDescr(trigdata->tg_relation),
+								 cfg->attnum - 1)->attname);
+}
+
+/*
+ * Step 1: where the write's token comes from.  The statement's own value
+ * (INSERT: any but 0 or NULL; UPDATE: only if the SET list assigns the
+ * column, per tg_updatedcols, since a repeat-mode write may set the same
+ * value again; the DELETE half of a row moving partitions: the UPDATE's),
+ * or the transaction's binding.  Both and different, or neither: refused.
+ */
+static void
+guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
+{
+	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	Datum		datum;
-	bool		isnull = false;
+	bool		isnull;
 
-	guard_check_trigger(fcinfo);
-	cfg = guard_config(fcinfo);
-	tupdesc = RelationGetDescr(trigdata->tg_relation);
-
+	memset(w, 0, sizeof(*w));
 	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
 	{
-		newtuple = trigdata->tg_trigtuple;
-		datum = heap_getattr(newtuple, cfg->attnum, tupdesc, &isnull);
+		w->newtuple = trigdata->tg_trigtuple;
+		datum = heap_getattr(w->newtuple, cfg->attnum, tupdesc, &isnull);
 		if (!isnull && DatumGetInt64(datum) != 0)
 		{
-			has_stmt_token = true;
-			stmt_token = DatumGetInt64(datum);
+			w->has_stmt_token = true;
+			w->stmt_token = DatumGetInt64(datum);
 		}
 	}
 	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
 	{
-		oldtuple = trigdata->tg_trigtuple;
-		newtuple = trigdata->tg_newtuple;
+		w->oldtuple = trigdata->tg_trigtuple;
+		w->newtuple = trigdata->tg_newtuple;
 		if (bms_is_member(cfg->attnum - FirstLowInvalidHeapAttributeNumber,
 						  trigdata->tg_updatedcols))
 		{
-			has_stmt_token = true;
-			datum = heap_getattr(newtuple, cfg->attnum, tupdesc, &isnull);
-			stmt_token = isnull ? 0 : DatumGetInt64(datum);
+			w->has_stmt_token = true;
+			datum = heap_getattr(w->newtuple, cfg->attnum, tupdesc, &isnull);
+			w->stmt_token = isnull ? 0 : DatumGetInt64(datum);
+			w->stmt_token_null = isnull;
 		}
 	}
 	else
-		oldtuple = trigdata->tg_trigtuple;
+		w->oldtuple = trigdata->tg_trigtuple;
 
-	bound_token = fence_xact_bound_token(&bound_job);
+	w->bound_token = fence_xact_bound_token(&w->bound_job);
 
 	/* The DELETE half of a row moving partitions carries the UPDATE's token. */
-	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) && bound_token == 0)
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) && w->bound_token == 0)
 	{
-		stmt_token = fence_xact_moving_row_token(RelationGetRelid(trigdata->tg_relation),
-												 &oldtuple->t_self);
-		has_stmt_token = (stmt_token != 0);
+		w->stmt_token = fence_xact_moving_row_token(RelationGetRelid(trigdata->tg_relation),
+													&w->oldtuple->t_self);
+		w->has_stmt_token = (w->stmt_token != 0);
 	}
 
-	if (has_stmt_token && bound_token != 0 && stmt_token != bound_token)
+	if (w->has_stmt_token && w->bound_token != 0 && w->stmt_token != w->bound_token)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
-				 errmsg("write to \"%s\" carries two different fencing tokens",
-						RelationGetRelationName(trigdata->tg_relation)),
+				 errmsg("write to \"%s\" carries a fencing token other than token " INT64_FORMAT " of job \"%s\"",
+						RelationGetRelationName(trigdata->tg_relation),
+						w->bound_token, w->bound_job),
 				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT " of job \"%s\".",
-						   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
-						   stmt_token, bound_token, bound_job),
+						   guard_column_name(trigdata, cfg),
+						   w->stmt_token, w->bound_token, w->bound_job),
 				 errhint(FENCE_STOP_HINT)));
-	if (!has_stmt_token && bound_token == 0)
+	if (!w->has_stmt_token && w->bound_token == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_NO_TOKEN),
 				 errmsg("write to \"%s\" carries no fencing token",
 						RelationGetRelationName(trigdata->tg_relation)),
 				 errdetail("The table is protected by fence; the statement does not set column \"%s\" and no token is bound to the transaction.",
-						   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname)),
-				 errhint("Call fence_begin(job, token) first, or write the job's token into column \"%s\".",
-						 NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname))));
-	token = has_stmt_token ? stmt_token : bound_token;
-	if (token <= 0)
+						   guard_column_name(trigdata, cfg)),
+				 errhint("Call fence_begin(job, token) first, in the same transaction block (outside one, its binding ends with its own statement), or write the job's token into column \"%s\".",
+						 guard_column_name(trigdata, cfg))));
+
+	w->token = w->has_stmt_token ? w->stmt_token : w->bound_token;
+	if (w->token <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
-				 isnull ? errmsg("invalid fencing token NULL") :
-				 errmsg("invalid fencing token " INT64_FORMAT, token),
+				 w->stmt_token_null ? errmsg("invalid fencing token NULL") :
+				 errmsg("invalid fencing token " INT64_FORMAT, w->token),
 				 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
-						   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
-						   isnull ? "NULL" : "a value that is not positive"),
+						   guard_column_name(trigdata, cfg),
+						   w->stmt_token_null ? "NULL" : "a value that is not positive"),
 				 errhint(FENCE_STOP_HINT)));
+}
 
-	/* The arbiter: once per token per transaction. */
-	if (!fence_xact_token_validated(token))
-		fence_hold_token(fence_catalog(fcinfo->flinfo->fn_oid), token,
-						 token == bound_token ? bound_job : NULL, true);
+/*
+ * Step 2: the arbiter.  Is the token its job's current claim, and does it
+ * stay so?  Asked once per token per transaction (and catalog generation);
+ * later rows find the answer in xact.c and compare one number.
+ */
+static void
+guard_ask_arbiter(FunctionCallInfo fcinfo, GuardWrite *w)
+{
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
 
-	/* The row: no execution may write over a newer one's row. */
-	if (oldtuple != NULL && cfg->mode != FENCE_MODE_SHARED)
-	{
-		datum = heap_getattr(oldtuple, cfg->attnum, tupdesc, &isnull);
-		if (!isnull &&
-			(cfg->mode == FENCE_MODE_STRICT ? token <= DatumGetInt64(datum)
-			 : token < DatumGetInt64(datum)))
-			ereport(ERROR,
-					(errcode(ERRCODE_FENCE_ROW_NEWER),
-					 errmsg("row of \"%s\" is newer than fencing token " INT64_FORMAT,
-							RelationGetRelationName(trigdata->tg_relation), token),
-					 errdetail("Column \"%s\" holds " INT64_FORMAT "; in %s mode a write needs a token %s it.",
-							   NameStr(TupleDescAttr(tupdesc, cfg->attnum - 1)->attname),
-							   DatumGetInt64(datum),
-							   cfg->mode == FENCE_MODE_STRICT ? "strict" : "repeat",
-							   cfg->mode == FENCE_MODE_STRICT ? "greater than" : "no lower than"),
-					 errhint(FENCE_STOP_HINT)));
-	}
+	if (!fence_xact_token_validated(w->token, cat->generation, &w->job))
+		w->job = fence_hold_token(cat, w->token,
+								  w->token == w->bound_token ? w->bound_job : NULL,
+								  true);
+}
 
-	if (newtuple == NULL)
-		return PointerGetDatum(oldtuple);
-	if (oldtuple != NULL && has_stmt_token && bound_token == 0)
+/*
+ * Step 3: the row.  No execution may write over a newer one's row: strict
+ * mode needs a token greater than the stored epoch, repeat mode at least
+ * equal, shared mode does not compare (tokens of different jobs carry no
+ * order; the arbiter alone keeps stale writers out).
+ */
+static void
+guard_check_row(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
+{
+	Datum		datum;
+	bool		isnull;
+	int64		stored;
+
+	if (w->oldtuple == NULL || cfg->mode == FENCE_MODE_SHARED)
+		return;
+	datum = heap_getattr(w->oldtuple, cfg->attnum,
+						 RelationGetDescr(trigdata->tg_relation), &isnull);
+	if (isnull)
+		return;
+	stored = DatumGetInt64(datum);
+	if (cfg->mode == FENCE_MODE_STRICT ? w->token > stored : w->token >= stored)
+		return;
+
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_ROW_NEWER),
+			 errmsg("row of \"%s\" is newer than fencing token " INT64_FORMAT " of job \"%s\"",
+					RelationGetRelationName(trigdata->tg_relation), w->token, w->job),
+			 errdetail("Column \"%s\" holds " INT64_FORMAT "; in %s mode a write needs a token %s it.",
+					   guard_column_name(trigdata, cfg), stored,
+					   cfg->mode == FENCE_MODE_STRICT ? "strict" : "repeat",
+					   cfg->mode == FENCE_MODE_STRICT ? "greater than" : "no lower than"),
+			 errhint(FENCE_STOP_HINT)));
+}
+
+/*
+ * Step 4: the row to write.  Stamp the epoch column with the token, unless
+ * the statement already wrote it there.  An UPDATE that carried its own
+ * token notes it, in case the row is moving to another partition.
+ */
+static HeapTuple
+guard_stamp(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
+{
+	Datum		value = Int64GetDatum(w->token);
+	bool		value_isnull = false;
+	int			attnum = cfg->attnum;
+
+	if (w->newtuple == NULL)
+		return w->oldtuple;
+	if (w->oldtuple != NULL && w->has_stmt_token && w->bound_token == 0)
 		fence_xact_note_update(RelationGetRelid(trigdata->tg_relation),
-							   &oldtuple->t_self, token);
+							   &w->oldtuple->t_self, w->token);
+	if (w->has_stmt_token)
+		return w->newtuple;
+	return heap_modify_tuple_by_cols(w->newtuple,
+									 RelationGetDescr(trigdata->tg_relation),
+									 1, &attnum, &value, &value_isnull);
+}
 
-	/* Stamp the row, unless the statement already wrote the token. */
-	if (!has_stmt_token)
-	{
-		Datum		value = Int64GetDatum(token);
-		bool		value_isnull = false;
-		int			attnum = cfg->attnum;
+Datum
+fence_guard(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	GuardConfig *cfg;			/* per-statement facts */
+	GuardWrite	w;				/* this row's write */
 
-		newtuple = heap_modify_tuple_by_cols(newtuple, tupdesc, 1, &attnum,
-											 &value, &value_isnull);
-	}
-	return PointerGetDatum(newtuple);
+	guard_check_trigger(fcinfo);
+	cfg = guard_config(fcinfo);
+
+	guard_find_token(trigdata, cfg, &w);
+	guard_ask_arbiter(fcinfo, &w);
+	guard_check_row(trigdata, cfg, &w);
+	return PointerGetDatum(guard_stamp(trigdata, cfg, &w));
 }
 
 /*

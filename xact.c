@@ -34,10 +34,19 @@
 #include "access/xact.h"
 #include "utils/memutils.h"
 
-/* A token validated and locked by this transaction. */
+/*
+ * A token validated and locked by this transaction.  The answer holds only
+ * for the registry it came from: DROP EXTENSION and CREATE EXTENSION within
+ * the transaction make a new counter, in which the token may never have
+ * been issued.  So each entry keeps the generation of the catalog it was
+ * validated against (fence.c bumps it at every rebuild), and an entry of
+ * another generation is no entry.
+ */
 typedef struct FenceHeldToken
 {
 	int64		token;
+	uint64		generation;		/* the catalog it was validated against */
+	char	   *job;			/* its job, for error messages */
 	SubTransactionId subid;		/* the subtransaction holding its lock */
 } FenceHeldToken;
 
@@ -167,25 +176,32 @@ fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 }
 
 /*
- * Has this transaction validated and locked the token?  This is the guard's
- * per-row test, so it is a short scan, the most recent entry first.
+ * Has this transaction validated and locked the token against this
+ * generation of the catalog?  If so, *job gets the token's job.  This is
+ * the guard's per-row test, so it is a short scan, the most recent entry
+ * first.
  */
 bool
-fence_xact_token_validated(int64 token)
+fence_xact_token_validated(int64 token, uint64 generation, const char **job)
 {
 	int			i;
 
 	for (i = n_held_tokens - 1; i >= 0; i--)
-		if (held_tokens[i].token == token)
+		if (held_tokens[i].token == token &&
+			held_tokens[i].generation == generation)
+		{
+			if (job)
+				*job = held_tokens[i].job;
 			return true;
+		}
 	return false;
 }
 
-/* Record that the token is validated and its lock is held. */
+/* Record that the token of job is validated and its lock is held. */
 void
-fence_xact_remember_token(int64 token)
+fence_xact_remember_token(int64 token, uint64 generation, const char *job)
 {
-	if (fence_xact_token_validated(token))
+	if (fence_xact_token_validated(token, generation, NULL))
 		return;
 	if (n_held_tokens >= max_held_tokens)
 	{
@@ -198,6 +214,9 @@ fence_xact_remember_token(int64 token)
 								   max_held_tokens * sizeof(FenceHeldToken));
 	}
 	held_tokens[n_held_tokens].token = token;
+	held_tokens[n_held_tokens].generation = generation;
+	held_tokens[n_held_tokens].job = job ?
+		MemoryContextStrdup(TopTransactionContext, job) : NULL;
 	held_tokens[n_held_tokens].subid = GetCurrentSubTransactionId();
 	n_held_tokens++;
 }
