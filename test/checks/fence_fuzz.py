@@ -119,8 +119,8 @@ def call():
         "SELECT fence_guard();",
         "SELECT fence_refuse_truncate();",
         "SELECT * FROM fence_guard();",
-        "SELECT fence_cover_truncate(%s);" % table(),
-        "SELECT fence_cover_new_partitions();",
+        "SELECT fence_ddl_command_end();",
+        "SELECT * FROM fence_ddl_command_end();",
     )
 
 
