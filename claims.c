@@ -266,9 +266,15 @@ claims_execute(FenceCatalog *cat, ClaimsPlan which, const ClaimsParams *p,
 	SetUserIdAndSecContext(cat->claims_owner,
 						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 						   SECURITY_NOFORCE_RLS);
+	/*
+	 * fire_triggers: a DBA's AFTER trigger (an audit trigger, a foreign key)
+	 * on fence_claims fires at the end of the statement, as for any UPDATE.
+	 * ri_triggers.c passes false because it runs inside a trigger already;
+	 * a plain SELECT fence_claim() has no after-trigger level to queue to.
+	 */
 	ret = SPI_execute_snapshot(claims_plan(cat, which), values, nulls,
 							   GetLatestSnapshot(), InvalidSnapshot,
-							   false, false, 0);
+							   false, true, 0);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 
 	if (ret != expected)
