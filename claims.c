@@ -14,12 +14,19 @@
  * claim: the latest snapshot, never the transaction's.  fence's own job and
  * token locks (token.c) give the order, and a REPEATABLE READ or
  * SERIALIZABLE caller whose snapshot predates a claim must still see it, or
- * it would report a current token as superseded.  The writes run through
- * SPI with that snapshot and no crosscheck snapshot, as ri_triggers.c runs
- * its checks: through the executor, so that every index, constraint and
- * trigger a DBA adds to fence_claims behaves as for any UPDATE, and a
- * concurrent change of the row by anyone else is waited for and its
- * conditions checked again (EvalPlanQual) rather than overwritten.
+ * it would report a current token as superseded.
+ *
+ * Writes go through the executor, so that every index, constraint and
+ * trigger a DBA adds to fence_claims behaves as for any UPDATE.  A claim
+ * row is changed the way logical replication's apply changes a row
+ * (execReplication.c): find it with the latest snapshot, lock that version
+ * with table_tuple_lock (waiting for anyone changing it, and looking again
+ * if they did), check the conditions again on the locked version, and
+ * update it with ExecSimpleRelationUpdate, which runs triggers and
+ * constraints and maintains the indexes.  Unlike an UPDATE statement, this
+ * never raises a serialization failure at REPEATABLE READ merely because
+ * someone changed the row after the transaction's snapshot.  A job's first
+ * claim is an INSERT ... ON CONFLICT DO NOTHING through SPI.
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -33,12 +40,19 @@
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
+#include "access/tableam.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
+#include "commands/trigger.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#if PG_VERSION_NUM >= 160000
+#include "parser/parse_relation.h"
+#endif
 #include "storage/bufmgr.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -52,18 +66,17 @@ PG_FUNCTION_INFO_V1(fence_release);
 PG_FUNCTION_INFO_V1(fence_current);
 PG_FUNCTION_INFO_V1(fence_is_current);
 
-/* The registry's statements, prepared once per backend. */
-typedef enum ClaimsPlan
-{
-	PLAN_CLAIM_NEW,				/* first claim of a job */
-	PLAN_TAKE_OVER,				/* a new claim replaces an ended one */
-	PLAN_RENEW,
-	PLAN_RELEASE,
-	N_CLAIMS_PLANS
-} ClaimsPlan;
+/* The first claim of a job, prepared once per backend. */
+static SPIPlanPtr claim_new_plan = NULL;
+static uint64 claim_new_plan_generation = 0;
 
-static SPIPlanPtr claims_plans[N_CLAIMS_PLANS];
-static uint64 claims_plans_generation = 0;
+/* The changes fence makes to an existing claim row. */
+typedef enum ClaimChange
+{
+	CLAIM_TAKE_OVER,			/* a new claim replaces an ended one */
+	CLAIM_RENEW,				/* the lease moves */
+	CLAIM_RELEASE				/* the claim ends */
+} ClaimChange;
 
 /*
  * Find the claim row by job or by token through its index, with the latest
@@ -105,7 +118,7 @@ claims_lookup(FenceCatalog *cat, Relation rel, bool by_token, Datum key,
 bool
 claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 {
-	Relation	rel = table_open(cat->claims_relid, AccessShareLock);
+	Relation	rel = fence_open_claims(cat, AccessShareLock);
 	TupleTableSlot *slot = table_slot_create(rel, NULL);
 	bool		found = claims_lookup(cat, rel, by_token, key, slot);
 
@@ -125,176 +138,304 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 	return found;
 }
 
-/*
- * Prepared statements of the registry.  They are rebuilt when the catalog
- * is (a new extension schema means new query text), and when the plan cache
- * says a plan can no longer be used, as ri_FetchPreparedPlan does.
- */
-static void
-reset_claims_plans(void)
-{
-	int			i;
-
-	for (i = 0; i < N_CLAIMS_PLANS; i++)
-	{
-		if (claims_plans[i])
-			SPI_freeplan(claims_plans[i]);
-		claims_plans[i] = NULL;
-	}
-}
-
-/* The registry statements' parameters, in this order. */
+/* The registry functions' arguments, and the time they decide by. */
 typedef struct ClaimsParams
 {
-	const char *job;			/* $1 */
-	Interval   *lease;			/* $2, or NULL */
-	text	   *holder;			/* $3, or NULL */
-	int64		token;			/* $4: the claim's current token */
-	int64		new_token;		/* $5: the token a new claim gets */
-	TimestampTz now;			/* $6: the time the claim decides by */
+	const char *job;
+	Interval   *lease;			/* or NULL */
+	text	   *holder;			/* or NULL */
+	int64		token;			/* the claim's current token */
+	int64		new_token;		/* the token a new claim gets */
+	TimestampTz now;
 } ClaimsParams;
 
-#define N_CLAIMS_PARAMS 6
+#define N_CLAIM_NEW_PARAMS 5
 
+/*
+ * The first claim's statement.  It is rebuilt when the catalog is (a new
+ * extension schema means new query text), and when the plan cache says it
+ * can no longer be used, as ri_FetchPreparedPlan does.
+ */
 static SPIPlanPtr
-claims_plan(FenceCatalog *cat, ClaimsPlan which)
+claims_new_plan(FenceCatalog *cat)
 {
-	static Oid	argtypes[N_CLAIMS_PARAMS] = {TEXTOID, INTERVALOID, TEXTOID,
-	INT8OID, INT8OID, TIMESTAMPTZOID};
-	const char *claims;
+	/* $1 job, $2 lease, $3 holder, $4 new token, $5 now */
+	static Oid	argtypes[N_CLAIM_NEW_PARAMS] = {TEXTOID, INTERVALOID, TEXTOID,
+	INT8OID, TIMESTAMPTZOID};
 	char	   *sql;
 	SPIPlanPtr	plan;
 
-	if (claims_plans_generation != cat->generation)
+	if (claim_new_plan_generation != cat->generation && claim_new_plan)
 	{
-		reset_claims_plans();
-		claims_plans_generation = cat->generation;
+		SPI_freeplan(claim_new_plan);
+		claim_new_plan = NULL;
 	}
-	if (claims_plans[which] && SPI_plan_is_valid(claims_plans[which]))
-		return claims_plans[which];
+	claim_new_plan_generation = cat->generation;
+	if (claim_new_plan && SPI_plan_is_valid(claim_new_plan))
+		return claim_new_plan;
 
-	claims = quote_qualified_identifier(cat->nspname, "fence_claims");
-	switch (which)
-	{
-		case PLAN_CLAIM_NEW:
-			sql = psprintf("INSERT INTO %s (job, token, holder, claimed_at, lease_expires_at)"
-						   " VALUES ($1, $5, $3, $6, $6 OPERATOR(pg_catalog.+) $2)"
-						   " ON CONFLICT (job) DO NOTHING RETURNING token",
-						   claims);
-			break;
-		case PLAN_TAKE_OVER:
-
-			/*
-			 * The conditions fence_claim read are checked again on the row
-			 * version the UPDATE locks: if anyone changed the row meanwhile,
-			 * EvalPlanQual re-evaluates them on the new version.
-			 */
-			sql = psprintf("UPDATE %s SET token = $5, holder = $3, claimed_at = $6,"
-						   " lease_expires_at = $6 OPERATOR(pg_catalog.+) $2, released = false"
-						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
-						   " AND (released OR lease_expires_at OPERATOR(pg_catalog.<) $6)"
-						   " RETURNING token",
-						   claims);
-			break;
-		case PLAN_RENEW:
-			sql = psprintf("UPDATE %s SET lease_expires_at = $6 OPERATOR(pg_catalog.+) $2"
-						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
-						   " AND NOT released RETURNING lease_expires_at",
-						   claims);
-			break;
-		case PLAN_RELEASE:
-			sql = psprintf("UPDATE %s SET released = true"
-						   " WHERE job OPERATOR(pg_catalog.=) $1 AND token OPERATOR(pg_catalog.=) $4"
-						   " AND NOT released RETURNING token",
-						   claims);
-			break;
-		default:
-			elog(ERROR, "unrecognized fence plan %d", (int) which);
-			sql = NULL;			/* keep compiler quiet */
-	}
-
-	plan = SPI_prepare(sql, N_CLAIMS_PARAMS, argtypes);
+	sql = psprintf("INSERT INTO %s (job, token, holder, claimed_at, lease_expires_at)"
+				   " VALUES ($1, $4, $3, $5, $5 OPERATOR(pg_catalog.+) $2)"
+				   " ON CONFLICT (job) DO NOTHING RETURNING token",
+				   quote_qualified_identifier(cat->nspname, "fence_claims"));
+	plan = SPI_prepare(sql, N_CLAIM_NEW_PARAMS, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
 			 SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "SPI_keepplan failed");
-	if (claims_plans[which])
-		SPI_freeplan(claims_plans[which]);
-	claims_plans[which] = plan;
+	if (claim_new_plan)
+		SPI_freeplan(claim_new_plan);
+	claim_new_plan = plan;
 	pfree(sql);
 	return plan;
 }
 
 /*
- * Run one of the registry's statements in its own SPI connection, with the
- * latest snapshot (see the header comment).  Returns whether it affected
- * the row; if so, *result gets the int8 or timestamptz it returned.
- *
- * The statement runs as the owner of fence_claims, which callers cannot
- * write, in the way ri_triggers.c runs its queries as a table's owner.
- * That keeps the functions SECURITY INVOKER: no GUC save and restore on
- * every claim, and the query text, qualified to the last operator, does
- * not depend on the caller's search_path anyway.
+ * Run the registry's writes as the owner of fence_claims, which callers
+ * cannot write, in the way ri_triggers.c runs its queries as a table's
+ * owner.  That keeps the functions SECURITY INVOKER: no GUC save and
+ * restore on every claim, and nothing in them depends on the caller's
+ * search_path.  A DBA's triggers on fence_claims run as that owner too.
+ */
+static void
+claims_become_owner(FenceCatalog *cat, Oid *save_userid, int *save_sec_context)
+{
+	GetUserIdAndSecContext(save_userid, save_sec_context);
+	SetUserIdAndSecContext(cat->claims_owner,
+						   *save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_NOFORCE_RLS);
+}
+
+/*
+ * The job's first claim: INSERT ... ON CONFLICT DO NOTHING, with the
+ * latest snapshot and no crosscheck snapshot.  Returns whether it inserted.
+ * fire_triggers: a DBA's AFTER trigger on fence_claims fires at the end of
+ * the statement (ri_triggers.c passes false because it runs inside a
+ * trigger already; a plain SELECT fence_claim() has no after-trigger level
+ * to queue to).
  */
 static bool
-claims_execute(FenceCatalog *cat, ClaimsPlan which, const ClaimsParams *p,
-			   int64 *result)
+claims_insert(FenceCatalog *cat, const ClaimsParams *p)
 {
-	Datum		values[N_CLAIMS_PARAMS];
-	char		nulls[N_CLAIMS_PARAMS] = {' ', ' ', ' ', ' ', ' ', ' '};
-	int			ret;
-	int			expected;
+	Datum		values[N_CLAIM_NEW_PARAMS];
+	char		nulls[N_CLAIM_NEW_PARAMS] = {' ', ' ', ' ', ' ', ' '};
 	Oid			save_userid;
 	int			save_sec_context;
-	bool		done = false;
+	int			ret;
+	bool		inserted;
 
 	values[0] = CStringGetTextDatum(p->job);
-	values[1] = p->lease ? IntervalPGetDatum(p->lease) : (Datum) 0;
-	nulls[1] = p->lease ? ' ' : 'n';
+	values[1] = IntervalPGetDatum(p->lease);
 	values[2] = p->holder ? PointerGetDatum(p->holder) : (Datum) 0;
 	nulls[2] = p->holder ? ' ' : 'n';
-	values[3] = Int64GetDatum(p->token);
-	values[4] = Int64GetDatum(p->new_token);
-	values[5] = TimestampTzGetDatum(p->now);
+	values[3] = Int64GetDatum(p->new_token);
+	values[4] = TimestampTzGetDatum(p->now);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-
-	expected = (which == PLAN_CLAIM_NEW) ? SPI_OK_INSERT_RETURNING : SPI_OK_UPDATE_RETURNING;
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cat->claims_owner,
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_NOFORCE_RLS);
-	/*
-	 * fire_triggers: a DBA's AFTER trigger (an audit trigger, a foreign key)
-	 * on fence_claims fires at the end of the statement, as for any UPDATE.
-	 * ri_triggers.c passes false because it runs inside a trigger already;
-	 * a plain SELECT fence_claim() has no after-trigger level to queue to.
-	 */
-	ret = SPI_execute_snapshot(claims_plan(cat, which), values, nulls,
+	claims_become_owner(cat, &save_userid, &save_sec_context);
+	ret = SPI_execute_snapshot(claims_new_plan(cat), values, nulls,
 							   GetLatestSnapshot(), InvalidSnapshot,
 							   false, true, 0);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
-
-	if (ret != expected)
-		elog(ERROR, "fence registry statement %d returned %s", (int) which,
-			 SPI_result_code_string(ret));
-	if (SPI_processed > 1)
-		elog(ERROR, "fence registry statement %d affected " UINT64_FORMAT " rows",
-			 (int) which, SPI_processed);
-	if (SPI_processed == 1)
-	{
-		bool		isnull;
-
-		/* int8 and timestamptz alike; read before SPI_finish frees it */
-		*result = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0],
-											  SPI_tuptable->tupdesc, 1, &isnull));
-		done = !isnull;
-	}
-
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed > 1)
+		elog(ERROR, "fence's first-claim statement returned %s, " UINT64_FORMAT " rows",
+			 SPI_result_code_string(ret), SPI_processed);
+	inserted = (SPI_processed == 1);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
+	return inserted;
+}
+
+/*
+ * Find the job's claim row with the latest snapshot and lock that version,
+ * as RelationFindReplTupleByIndex does: if someone is changing it, wait,
+ * and if they changed or deleted it, look again.  Returns false if the job
+ * has no row.
+ */
+static bool
+claims_lock_row(FenceCatalog *cat, Relation rel, const char *job,
+				TupleTableSlot *slot)
+{
+	for (;;)
+	{
+		TM_FailureData tmfd;
+		TM_Result	res;
+
+		if (!claims_lookup(cat, rel, false, CStringGetTextDatum(job), slot))
+			return false;
+		res = table_tuple_lock(rel, &slot->tts_tid, GetLatestSnapshot(), slot,
+							   GetCurrentCommandId(false), LockTupleExclusive,
+							   LockWaitBlock, 0, &tmfd);
+		switch (res)
+		{
+			case TM_Ok:
+				return true;
+			case TM_Updated:
+			case TM_Deleted:
+				continue;		/* changed meanwhile: read the new version */
+			case TM_Invisible:
+				elog(ERROR, "attempted to lock invisible tuple");
+				break;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
+				break;
+		}
+	}
+}
+
+/* Do the locked row's values still allow the change?  See ClaimChange. */
+static bool
+claims_row_allows(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
+				  TupleTableSlot *slot)
+{
+	bool		isnull;
+	int64		token = DatumGetInt64(slot_getattr(slot, cat->att_token, &isnull));
+	bool		released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
+	TimestampTz expires = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
+														   &isnull));
+
+	if (token != p->token)
+		return false;
+	if (change == CLAIM_TAKE_OVER)
+		return released || expires < p->now;
+	return !released;
+}
+
+/* Set one column of a virtual slot being built. */
+static void
+claims_set(TupleTableSlot *slot, Bitmapset **updated, AttrNumber attnum,
+		   Datum value, bool isnull)
+{
+	slot->tts_values[attnum - 1] = value;
+	slot->tts_isnull[attnum - 1] = isnull;
+	*updated = bms_add_member(*updated, attnum - FirstLowInvalidHeapAttributeNumber);
+}
+
+/*
+ * Change the job's claim row if, once locked, it still allows the change.
+ * Returns whether it did; *result gets the new token (take-over, release)
+ * or the new expiry (renew).
+ */
+static bool
+claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
+			  int64 *result)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	Relation	rel;
+	EState	   *estate;
+	RangeTblEntry *rte;
+	ResultRelInfo *rri;
+	EPQState	epqstate;
+	TupleTableSlot *oldslot;
+	TupleTableSlot *newslot;
+	Bitmapset  *updated = NULL;
+	bool		done = false;
+
+	claims_become_owner(cat, &save_userid, &save_sec_context);
+	rel = fence_open_claims(cat, RowExclusiveLock);
+
+	/* An executor state for one relation, as logical replication's apply. */
+	estate = CreateExecutorState();
+	rte = makeNode(RangeTblEntry);
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = RELKIND_RELATION;
+	rte->rellockmode = RowExclusiveLock;
+	oldslot = table_slot_create(rel, &estate->es_tupleTable);
+	newslot = table_slot_create(rel, &estate->es_tupleTable);
+
+	if (claims_lock_row(cat, rel, p->job, oldslot) &&
+		claims_row_allows(cat, change, p, oldslot))
+	{
+		slot_getallattrs(oldslot);
+		ExecClearTuple(newslot);
+		memcpy(newslot->tts_values, oldslot->tts_values,
+			   sizeof(Datum) * RelationGetDescr(rel)->natts);
+		memcpy(newslot->tts_isnull, oldslot->tts_isnull,
+			   sizeof(bool) * RelationGetDescr(rel)->natts);
+		switch (change)
+		{
+			case CLAIM_TAKE_OVER:
+				claims_set(newslot, &updated, cat->att_token,
+						   Int64GetDatum(p->new_token), false);
+				claims_set(newslot, &updated, cat->att_holder,
+						   PointerGetDatum(p->holder), p->holder == NULL);
+				claims_set(newslot, &updated, cat->att_claimed_at,
+						   TimestampTzGetDatum(p->now), false);
+				claims_set(newslot, &updated, cat->att_released,
+						   BoolGetDatum(false), false);
+				/* FALLTHROUGH */
+			case CLAIM_RENEW:
+				claims_set(newslot, &updated, cat->att_lease_expires_at,
+						   DirectFunctionCall2(timestamptz_pl_interval,
+											   TimestampTzGetDatum(p->now),
+											   IntervalPGetDatum(p->lease)),
+						   false);
+				break;
+			case CLAIM_RELEASE:
+				claims_set(newslot, &updated, cat->att_released,
+						   BoolGetDatum(true), false);
+				break;
+		}
+		ExecStoreVirtualTuple(newslot);
+
+		/* What UPDATE OF triggers and tg_updatedcols see. */
+#if PG_VERSION_NUM >= 160000
+		{
+			RTEPermissionInfo *perminfo = addRTEPermissionInfo(&estate->es_rteperminfos, rte);
+
+			perminfo->updatedCols = updated;
+			ExecInitRangeTable(estate, list_make1(rte), estate->es_rteperminfos);
+		}
+#else
+		rte->updatedCols = updated;
+		ExecInitRangeTable(estate, list_make1(rte));
+#endif
+		rri = makeNode(ResultRelInfo);
+		InitResultRelInfo(rri, rel, 1, NULL, 0);
+		estate->es_output_cid = GetCurrentCommandId(true);
+		ExecOpenIndices(rri, false);
+#if PG_VERSION_NUM >= 160000
+		EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
+#else
+		EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
+#endif
+
+		AfterTriggerBeginQuery();
+#if PG_VERSION_NUM >= 140000
+		ExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
+#else
+		estate->es_result_relation_info = rri;
+		ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
+#endif
+		AfterTriggerEndQuery(estate);
+
+		EvalPlanQualEnd(&epqstate);
+		ExecCloseIndices(rri);
+		/* AFTER triggers may have opened the relation again: close that. */
+#if PG_VERSION_NUM >= 140000
+		ExecCloseResultRelations(estate);
+#else
+		ExecCleanUpTriggerState(estate);
+#endif
+		ExecCloseRangeTableRelations(estate);
+		*result = (change == CLAIM_RENEW) ?
+			DatumGetInt64(newslot->tts_values[cat->att_lease_expires_at - 1]) :
+			p->new_token;
+		done = true;
+	}
+
+	ExecResetTupleTable(estate->es_tupleTable, false);
+	FreeExecutorState(estate);
+	table_close(rel, NoLock);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+
+	/* Make the change visible to the rest of this transaction. */
+	if (done)
+		CommandCounterIncrement();
 	return done;
 }
 
@@ -378,7 +519,7 @@ fence_claim(PG_FUNCTION_ARGS)
 		/* If the conditions changed since the read, the token stays unused. */
 		p.token = row.token;
 		p.new_token = issue_token(cat);
-		if (!claims_execute(cat, PLAN_TAKE_OVER, &p, &claimed_token))
+		if (!claims_update(cat, CLAIM_TAKE_OVER, &p, &claimed_token))
 			PG_RETURN_NULL();
 
 		/* If this transaction wrote with the old token, it may not any more. */
@@ -388,7 +529,7 @@ fence_claim(PG_FUNCTION_ARGS)
 
 	/* The job's first claim. */
 	p.new_token = issue_token(cat);
-	if (!claims_execute(cat, PLAN_CLAIM_NEW, &p, &claimed_token))
+	if (!claims_insert(cat, &p))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(p.new_token);
 }
@@ -416,7 +557,7 @@ fence_renew(PG_FUNCTION_ARGS)
 
 	token_lock_against_takeover(p.token);
 
-	if (!claims_execute(cat, PLAN_RENEW, &p, &expiry))
+	if (!claims_update(cat, CLAIM_RENEW, &p, &expiry))
 		token_report_not_current(cat, p.token, p.job);
 
 	fence_xact_remember_token(p.token, cat->generation, p.job);
@@ -448,7 +589,7 @@ fence_release(PG_FUNCTION_ARGS)
 	/* Like fence_renew: a claim must not queue behind our row lock. */
 	token_lock_against_takeover(p.token);
 
-	released = claims_execute(cat, PLAN_RELEASE, &p, &released_token);
+	released = claims_update(cat, CLAIM_RELEASE, &p, &released_token);
 
 	/* Later writes in this transaction must see the release. */
 	fence_xact_forget_token(p.token);

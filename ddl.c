@@ -63,6 +63,27 @@ PG_FUNCTION_INFO_V1(fence_ddl_command_end);
 #define GUARD_TRIGGER_NAME		"zz_fence_guard"
 #define TRUNCATE_TRIGGER_NAME	"zz_fence_truncate"
 
+/*
+ * fence's trigger functions, found in the schema of the function running.
+ * The event trigger needs nothing else of fence's catalog, and does not
+ * build it: DDL on other tables must not depend on fence_claims.
+ */
+typedef struct FenceTriggerFns
+{
+	char	   *nspname;
+	Oid			guard_fn;		/* fence_guard() */
+	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
+} FenceTriggerFns;
+
+static void
+fence_trigger_fns(Oid fn_oid, FenceTriggerFns *fns)
+{
+	fns->nspname = get_namespace_name(get_func_namespace(fn_oid));
+	fns->guard_fn = fence_lookup_function(fns->nspname, "fence_guard");
+	fns->refuse_truncate_fn = fence_lookup_function(fns->nspname,
+													"fence_refuse_truncate");
+}
+
 /* The relation's schema-qualified name, quoted where needed, for query text. */
 static char *
 rel_query_name(Oid relid)
@@ -163,7 +184,7 @@ refuse_foreign_member(Oid relid)
  * unrelated command.
  */
 static void
-cover_truncate(FenceCatalog *cat, Oid relid, bool create_missing)
+cover_truncate(FenceTriggerFns *fns, Oid relid, bool create_missing)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
 	ListCell   *lc;
@@ -173,7 +194,7 @@ cover_truncate(FenceCatalog *cat, Oid relid, bool create_missing)
 		Oid			member = lfirst_oid(lc);
 		char		tgenabled = TRIGGER_DISABLED;
 
-		if (!rel_has_fence_trigger(member, cat->guard_fn, NULL))
+		if (!rel_has_fence_trigger(member, fns->guard_fn, NULL))
 			continue;
 		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 		{
@@ -182,7 +203,7 @@ cover_truncate(FenceCatalog *cat, Oid relid, bool create_missing)
 			continue;
 		}
 
-		if (!rel_has_fence_trigger(member, cat->refuse_truncate_fn, &tgenabled))
+		if (!rel_has_fence_trigger(member, fns->refuse_truncate_fn, &tgenabled))
 		{
 			if (!create_missing)
 				continue;
@@ -190,9 +211,9 @@ cover_truncate(FenceCatalog *cat, Oid relid, bool create_missing)
 							 " BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
 							 " EXECUTE FUNCTION %s()",
 							 rel_query_name(member),
-							 quote_qualified_identifier(cat->nspname,
+							 quote_qualified_identifier(fns->nspname,
 														"fence_refuse_truncate")));
-			(void) rel_has_fence_trigger(member, cat->refuse_truncate_fn,
+			(void) rel_has_fence_trigger(member, fns->refuse_truncate_fn,
 										 &tgenabled);
 		}
 		/* Set back to ALWAYS after DISABLE/ENABLE TRIGGER ALL, too. */
@@ -219,6 +240,7 @@ Datum
 fence_protect(PG_FUNCTION_ARGS)
 {
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	FenceTriggerFns fns;
 	Oid			relid;
 	const char *colname;
 	char	   *mode;
@@ -302,7 +324,8 @@ fence_protect(PG_FUNCTION_ARGS)
 					 quote_literal_cstr(colname), quote_literal_cstr(mode)));
 	run_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " GUARD_TRIGGER_NAME,
 					 rel_query_name(relid)));
-	cover_truncate(cat, relid, true);
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	cover_truncate(&fns, relid, true);
 	PG_RETURN_VOID();
 }
 
@@ -348,7 +371,7 @@ Datum
 fence_ddl_command_end(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
-	FenceCatalog *cat;
+	FenceTriggerFns fns;
 	List	   *relids = NIL;
 	ListCell   *lc;
 	MemoryContext oldcxt;
@@ -368,7 +391,7 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 	if (!adds_members && !IsA(trigdata->parsetree, AlterTableStmt))
 		PG_RETURN_VOID();
 
-	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
 
 	/* The list outlives the SPI connection: build it in our context. */
 	oldcxt = CurrentMemoryContext;
@@ -406,8 +429,8 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 		if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
 			relkind != RELKIND_FOREIGN_TABLE)
 			continue;
-		if (rel_has_fence_trigger(relid, cat->guard_fn, NULL))
-			cover_truncate(cat, relid, adds_members);
+		if (rel_has_fence_trigger(relid, fns.guard_fn, NULL))
+			cover_truncate(&fns, relid, adds_members);
 	}
 	PG_RETURN_VOID();
 }

@@ -20,6 +20,7 @@
 
 #include "fence.h"
 
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
 #include "catalog/pg_class.h"
@@ -34,6 +35,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 PG_MODULE_MAGIC;
 
@@ -47,7 +49,6 @@ static uint64 fence_cat_invals = 0; /* invalidations seen while building */
 
 static void fence_catalog_build(Oid fn_oid);
 static Oid	fence_lookup_relation(Oid nspid, const char *relname, char relkind);
-static Oid	fence_lookup_function(const char *nspname, const char *fnname);
 static void fence_catalog_invalidate(Datum arg, Oid relid);
 
 void
@@ -100,12 +101,14 @@ fence_lookup_relation(Oid nspid, const char *relname, char relkind)
 }
 
 /* A trigger function of fence's, taking no arguments, in its schema. */
-static Oid
+Oid
 fence_lookup_function(const char *nspname, const char *fnname)
 {
-	Oid			fnoid = LookupFuncName(list_make2(makeString(pstrdup(nspname)),
-												  makeString(pstrdup(fnname))),
-									   0, NULL, true);
+	List	   *names = list_make1(makeString(pstrdup(nspname)));
+	Oid			fnoid;
+
+	names = lappend(names, makeString(pstrdup(fnname)));
+	fnoid = LookupFuncName(names, 0, NULL, true);
 
 	if (!OidIsValid(fnoid))
 		ereport(ERROR,
@@ -144,11 +147,27 @@ fence_catalog(Oid fn_oid)
 	return &fence_cat;
 }
 
+/* The owner of a relation, from the syscache. */
+static Oid
+fence_relation_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		elog(ERROR, "cache lookup failed for relation %u", relid);
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
 /*
- * Look everything up.  fence_claims is locked first, so that its columns
- * and owner are read after any change to it that committed before (taking
- * the lock processes the invalidations that change sent); anything sent
- * during the build is caught by fence_catalog()'s check of the count.
+ * Look everything up.  No relation is locked: the event trigger builds the
+ * catalog too, and an unrelated ALTER TABLE must not queue behind a VACUUM
+ * FULL of fence_claims.  Instead every reader of the registry opens it
+ * with fence_open_claims(), which checks, once its lock is granted, that
+ * nothing it was built from changed meanwhile; an invalidation that
+ * arrives during the build itself is caught by fence_catalog().
  */
 static void
 fence_catalog_build(Oid fn_oid)
@@ -156,7 +175,6 @@ fence_catalog_build(Oid fn_oid)
 	static uint64 generation = 0;
 	Oid			nspid;
 	MemoryContext oldcxt;
-	Relation	rel;
 
 	nspid = get_func_namespace(fn_oid);
 	if (!OidIsValid(nspid))
@@ -166,6 +184,7 @@ fence_catalog_build(Oid fn_oid)
 		pfree(fence_cat.nspname);
 	memset(&fence_cat, 0, sizeof(fence_cat));
 
+	fence_cat.fn_oid = fn_oid;
 	fence_cat.nspid = nspid;
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
 	fence_cat.nspname = get_namespace_name(nspid);
@@ -173,19 +192,14 @@ fence_catalog_build(Oid fn_oid)
 
 	fence_cat.claims_relid = fence_lookup_relation(nspid, "fence_claims",
 												   RELKIND_RELATION);
-	rel = table_open(fence_cat.claims_relid, AccessShareLock);
-	fence_cat.claims_owner = RelationGetForm(rel)->relowner;
-	table_close(rel, AccessShareLock);
-
+	fence_cat.claims_owner = fence_relation_owner(fence_cat.claims_relid);
 	fence_cat.claims_job_index = fence_lookup_relation(nspid, "fence_claims_pkey",
 													   RELKIND_INDEX);
 	fence_cat.claims_token_index = fence_lookup_relation(nspid, "fence_claims_token_key",
 														 RELKIND_INDEX);
 	fence_cat.token_seq_relid = fence_lookup_relation(nspid, "fence_token_seq",
 													  RELKIND_SEQUENCE);
-	rel = relation_open(fence_cat.token_seq_relid, AccessShareLock);
-	fence_cat.token_seq_owner = RelationGetForm(rel)->relowner;
-	relation_close(rel, AccessShareLock);
+	fence_cat.token_seq_owner = fence_relation_owner(fence_cat.token_seq_relid);
 
 	fence_cat.att_job = get_attnum(fence_cat.claims_relid, "job");
 	fence_cat.att_token = get_attnum(fence_cat.claims_relid, "token");
@@ -205,11 +219,30 @@ fence_catalog_build(Oid fn_oid)
 				 errmsg("table \"%s.fence_claims\" lacks a column fence needs",
 						fence_cat.nspname)));
 
-	fence_cat.guard_fn = fence_lookup_function(fence_cat.nspname, "fence_guard");
-	fence_cat.refuse_truncate_fn = fence_lookup_function(fence_cat.nspname,
-														 "fence_refuse_truncate");
-
 	fence_cat.generation = ++generation;
+}
+
+/*
+ * Open fence_claims with lockmode, and return it once the catalog describes
+ * it.  Taking the lock processes the invalidations of any change that
+ * committed while we waited for it (a column dropped and added again, an
+ * index replaced, the extension dropped and created again); if one of them
+ * touched fence's relations, the catalog is rebuilt, in place, before the
+ * caller uses a column number or an index of it.
+ */
+Relation
+fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode)
+{
+	for (;;)
+	{
+		Relation	rel = try_table_open(cat->claims_relid, lockmode);
+
+		if (rel != NULL && fence_cat_valid)
+			return rel;
+		if (rel != NULL)
+			table_close(rel, lockmode);
+		(void) fence_catalog(cat->fn_oid);
+	}
 }
 
 /*

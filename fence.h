@@ -36,6 +36,8 @@
 #include "access/attnum.h"
 #include "fmgr.h"
 #include "storage/itemptr.h"
+#include "storage/lockdefs.h"
+#include "utils/relcache.h"
 #include "utils/timestamp.h"
 
 /*
@@ -66,6 +68,7 @@
 /* The fence relations, found in the extension's schema. */
 typedef struct FenceCatalog
 {
+	Oid			fn_oid;			/* the function it was looked up for */
 	Oid			nspid;			/* the extension's schema */
 	char	   *nspname;		/* its name, for query text */
 	Oid			claims_relid;	/* fence_claims */
@@ -80,13 +83,13 @@ typedef struct FenceCatalog
 	AttrNumber	att_claimed_at;
 	Oid			claims_owner;	/* the registry is written as this role */
 	Oid			token_seq_owner;	/* the counter is read as this role */
-	Oid			guard_fn;		/* fence_guard() */
-	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
 } FenceCatalog;
 
 /* fence.c */
 extern FenceCatalog *fence_catalog(Oid fn_oid);
+extern Relation fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode);
+extern Oid	fence_lookup_function(const char *nspname, const char *fnname);
 extern char *fence_job_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 fence_token_arg(FunctionCallInfo fcinfo, int argno);
 extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);

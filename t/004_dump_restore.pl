@@ -1,0 +1,363 @@
+# Copyright (c) 2026, the fence authors
+
+# A whole-database pg_dump of a database with protected tables restores
+# without a single error, in every way an operator restores one, and the
+# restored database is fenced exactly as the source was.
+#
+# The source has an ordinary protected table (strict), a protected
+# partitioned table (repeat) with a partition that is itself partitioned,
+# and a protected table whose schema, name and epoch column need quoting
+# (shared); rows written through the guard with tokens, live claims, a
+# released claim, a superseded token and a token issued by a claim that
+# rolled back (so the counter is above every token stored in fence_claims).
+#
+# Restores, each into a fresh database, each must exit 0 with nothing on
+# stderr:
+#   plain format through psql -v ON_ERROR_STOP=1;
+#   custom format through pg_restore --exit-on-error;
+#   custom format through pg_restore --single-transaction;
+#   directory format (dumped with -j 2) through pg_restore -j 2.
+# In 1.0 each of them failed: the dump's ALTER TABLE ... ENABLE ALWAYS
+# TRIGGER zz_fence_guard fired fence's event trigger, which created
+# zz_fence_truncate before the dump's own CREATE TRIGGER zz_fence_truncate
+# (42710, trigger already exists).  A restore stopped there left the tables
+# after it without their guard; under -j 2 the event trigger could also
+# deadlock a partition's COPY, losing its rows.
+#
+# After each restore: pg_dump --schema-only of it equals the source's; the
+# set of (relation, trigger, tgenabled, definition) equals the source's, and
+# every member of the partition trees has zz_fence_guard and
+# zz_fence_truncate ENABLE ALWAYS; the protected tables' rows (and the
+# partition holding each), fence_claims and the counter equal the source's;
+# the next token is above every token issued before the dump (the largest
+# in fence_claims and the counter's last value); superseded and released
+# tokens are fenced (5F001), a write without a token is refused even in
+# replica mode (5F003), current tokens (an old live claim and a new one)
+# write and stamp their rows; TRUNCATE of the tables, the partitioned parent
+# and partitions is refused (5F005), also in replica mode; partitions
+# created (at both levels, and in another schema) or attached after the
+# restore get both triggers ENABLE ALWAYS and refuse TRUNCATE.
+
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use FenceTest;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = fence_node('dump_restore', 4);
+my $dumpdir = PostgreSQL::Test::Utils::tempdir;
+
+sub q1
+{
+	my ($db, $sql) = @_;
+	return $node->safe_psql($db, $sql);
+}
+
+# 'ok' if $sql succeeds, else its SQLSTATE (or the whole error)
+sub sqlstate
+{
+	my ($db, $sql) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = $node->psql($db, $sql, stdout => \$out, stderr => \$err,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	return 'ok' if $rc == 0 && $err !~ /ERROR/;
+	return $1 if $err =~ /ERROR:\s+([0-9A-Z]{5}):/;
+	return "rc=$rc: $err";
+}
+
+# run a client program against the node; it must exit 0 and print nothing
+# on stderr (pg_restore reports ignored errors there, psql every ERROR)
+sub tool_ok
+{
+	my ($what, $prog, @args) = @_;
+	my @cmd = ($node->installed_command($prog), '-h', $node->host, '-p',
+		$node->port, @args);
+	my ($out, $err) = ('', '');
+	note("running: @cmd");
+	IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>', \$err);
+	my $rc = $? >> 8;
+	is($rc, 0, "$what: exit status 0") or diag("stderr of $prog:\n$err");
+	is($err, '', "$what: nothing on stderr");
+	return $rc == 0;
+}
+
+# the schema as pg_dump --schema-only prints it
+sub schema_of
+{
+	my ($db) = @_;
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ $node->installed_command('pg_dump'), '-h', $node->host,
+			'-p', $node->port, '--schema-only', '-d', $db ],
+		'<', \undef, '>', \$out, '2>', \$err);
+	die "pg_dump --schema-only $db failed: $err" if $? != 0;
+	# \restrict and \unrestrict carry a random key, new in each dump
+	$out =~ s/^\\(un)?restrict .*\n//mg;
+	return $out;
+}
+
+# the two texts are equal; if not, show the lines only one of them has
+sub same_lines
+{
+	my ($got, $expected, $name) = @_;
+	return pass($name) if $got eq $expected;
+	my (%g, %e);
+	$g{$_}++ for split /\n/, $got;
+	$e{$_}++ for split /\n/, $expected;
+	my @missing = grep { ($e{$_} // 0) > ($g{$_} // 0) } sort keys %e;
+	my @extra = grep { ($g{$_} // 0) > ($e{$_} // 0) } sort keys %g;
+	fail($name);
+	diag('the same lines, in a different order') unless @missing || @extra;
+	diag(join("\n", 'missing:', @missing)) if @missing;
+	diag(join("\n", 'unexpected:', @extra)) if @extra;
+	return 0;
+}
+
+# ---------------------------------------------------------------------------
+# the source database
+
+$node->safe_psql('postgres', 'CREATE DATABASE src');
+q1('src', q{
+CREATE EXTENSION fence;
+CREATE TABLE inventory (sku text PRIMARY KEY, quantity int NOT NULL,
+                        writer_epoch bigint NOT NULL DEFAULT 0);
+CREATE TABLE events (region text NOT NULL, id int NOT NULL, payload text,
+                     writer_epoch bigint NOT NULL DEFAULT 0,
+                     PRIMARY KEY (region, id)) PARTITION BY LIST (region);
+CREATE TABLE events_eu PARTITION OF events FOR VALUES IN ('eu');
+CREATE TABLE events_us PARTITION OF events FOR VALUES IN ('us')
+  PARTITION BY RANGE (id);
+CREATE TABLE events_us_low PARTITION OF events_us FOR VALUES FROM (MINVALUE) TO (1000);
+CREATE TABLE events_us_high PARTITION OF events_us FOR VALUES FROM (1000) TO (2000);
+SELECT fence_protect('inventory');
+SELECT fence_protect('events', mode => 'repeat');
+-- names that must be quoted, outside the search_path
+CREATE SCHEMA "Ops";
+CREATE TABLE "Ops"."Stock Levels" (site text PRIMARY KEY, level int NOT NULL,
+                                   "Epoch" bigint NOT NULL DEFAULT 0);
+SELECT fence_protect('"Ops"."Stock Levels"', 'Epoch', 'shared');
+});
+
+my @protected = ('"Ops"."Stock Levels"',
+	qw(events events_eu events_us events_us_high events_us_low inventory));
+
+# inventory and stock levels: loaded inside a fence_begin transaction; the
+# claim stays live
+my $t_inv = q1('src', q{SELECT fence_claim('load:inventory', '1 hour', 'loader')});
+q1('src', qq{
+BEGIN;
+SELECT fence_begin('load:inventory', $t_inv);
+INSERT INTO inventory (sku, quantity) VALUES ('sku-1', 10), ('sku-2', 20), ('sku-3', 30);
+INSERT INTO "Ops"."Stock Levels" (site, level) VALUES ('north', 1), ('south', 2);
+COMMIT;
+});
+
+# events: the epoch rides on the write, into every leaf partition; the claim
+# is then released
+my $t_ev = q1('src', q{SELECT fence_claim('load:events', '1 hour', 'loader')});
+q1('src', qq{
+INSERT INTO events (region, id, payload, writer_epoch) VALUES
+  ('eu', 1, 'a', $t_ev), ('eu', 2, 'b', $t_ev),
+  ('us', 5, 'c', $t_ev), ('us', 1500, 'd', $t_ev);
+});
+is(q1('src', "SELECT fence_release('load:events', $t_ev)"), 't',
+	'source: the events loader releases its claim');
+
+# enrich: a repeat-mode handler writing the same rows twice; stays live
+my $t_en = q1('src', q{SELECT fence_claim('enrich', '1 hour', 'enricher')});
+q1('src', qq{
+BEGIN;
+SELECT fence_begin('enrich', $t_en);
+UPDATE events SET payload = payload || '+' WHERE region = 'us';
+UPDATE events SET payload = payload || '+' WHERE id = 1500;
+COMMIT;
+});
+
+# job-s: claimed, released and claimed again: its first token is superseded
+my $s1 = q1('src', q{SELECT fence_claim('job-s', '1 hour', 'w1')});
+q1('src', "SELECT fence_release('job-s', $s1)");
+my $s2 = q1('src', q{SELECT fence_claim('job-s', '1 hour', 'w2')});
+q1('src', qq{UPDATE inventory SET quantity = 11, writer_epoch = $s2 WHERE sku = 'sku-1'});
+
+# restock: the newest live claim, used by the restored databases
+my $t_re = q1('src', q{SELECT fence_claim('restock', '1 hour', 'w3')});
+
+# a token issued by a claim that rolled back: above every stored token
+q1('src', q{BEGIN; SELECT fence_claim('rolled-back', '1 hour'); ROLLBACK;});
+
+is(sqlstate('src', "UPDATE inventory SET quantity = 0, writer_epoch = $s1 WHERE sku = 'sku-2'"),
+	'5F001', 'source: a superseded token is fenced');
+
+# what every restore must reproduce
+# (sorted in Perl: the expected list below is too)
+my $triggers_sql = q{
+SELECT format('%s %s %s', t.tgrelid::regclass, t.tgname, t.tgenabled)
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace IN ('public'::regnamespace, '"Ops"'::regnamespace)
+   AND NOT t.tgisinternal};
+my $triggerdefs_sql = q{
+SELECT pg_get_triggerdef(t.oid)
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace IN ('public'::regnamespace, '"Ops"'::regnamespace)
+   AND NOT t.tgisinternal};
+
+sub sorted_lines
+{
+	my ($db, $sql) = @_;
+	return join("\n", sort split(/\n/, q1($db, $sql)));
+}
+my %content_sql = (
+	inventory => q{SELECT string_agg(t::text, E'\n' ORDER BY t.sku) FROM inventory t},
+	stock_levels => q{SELECT string_agg(t::text, E'\n' ORDER BY t.site) FROM "Ops"."Stock Levels" t},
+	events => q{SELECT string_agg(format('%s %s', t.tableoid::regclass, t), E'\n'
+	                             ORDER BY t.region, t.id) FROM events t},
+	fence_claims => q{SELECT string_agg(t::text, E'\n' ORDER BY t.job) FROM fence_claims t},
+	fence_token_seq => q{SELECT format('%s %s', last_value, is_called) FROM fence_token_seq},
+);
+
+my %src;
+$src{triggers} = sorted_lines('src', $triggers_sql);
+$src{triggerdefs} = sorted_lines('src', $triggerdefs_sql);
+$src{$_} = q1('src', $content_sql{$_}) for keys %content_sql;
+$src{schema} = schema_of('src');
+my $src_max_token = q1('src', 'SELECT max(token) FROM fence_claims');
+my $src_last = q1('src', 'SELECT last_value FROM fence_token_seq');
+
+is($src{triggers},
+	join("\n", sort map { ("$_ zz_fence_guard A", "$_ zz_fence_truncate A") } @protected),
+	'source: every member of both trees has both triggers, ENABLE ALWAYS');
+cmp_ok($src_last, '>', $src_max_token,
+	'source: the counter is above every token stored in fence_claims');
+is(q1('src', 'SELECT count(*) FROM fence_claims WHERE released'), 1,
+	'source: one released claim');
+is(q1('src', 'SELECT count(*) FROM fence_claims WHERE NOT released'), 4,
+	'source: four live claims');
+
+# ---------------------------------------------------------------------------
+# dumps
+
+my $plain = "$dumpdir/src.sql";
+my $custom = "$dumpdir/src.dump";
+my $directory = "$dumpdir/src.dir";
+tool_ok('pg_dump -Fp', 'pg_dump', '-Fp', '-f', $plain, '-d', 'src');
+tool_ok('pg_dump -Fc', 'pg_dump', '-Fc', '-f', $custom, '-d', 'src');
+tool_ok('pg_dump -Fd -j 2', 'pg_dump', '-Fd', '-j', '2', '-f', $directory, '-d', 'src');
+
+# the round trip the dump must survive: the dump sets the guard ENABLE
+# ALWAYS (an ALTER TABLE, which fires fence's event trigger) and then
+# creates zz_fence_truncate itself
+my $plain_text = slurp_file($plain);
+like($plain_text, qr/^ALTER TABLE public\.inventory ENABLE ALWAYS TRIGGER zz_fence_guard;$/m,
+	'the plain dump sets the guard ENABLE ALWAYS with ALTER TABLE');
+like($plain_text, qr/^CREATE TRIGGER zz_fence_truncate BEFORE TRUNCATE ON public\.inventory /m,
+	'the plain dump creates zz_fence_truncate itself');
+
+# ---------------------------------------------------------------------------
+# restores
+
+sub check_restored
+{
+	my ($db, $what) = @_;
+
+	same_lines(schema_of($db), $src{schema},
+		"$what: pg_dump --schema-only of the restored database equals the source's");
+	is(sorted_lines($db, $triggers_sql), $src{triggers},
+		"$what: triggers and their tgenabled equal the source's");
+	is(sorted_lines($db, $triggerdefs_sql), $src{triggerdefs},
+		"$what: trigger definitions equal the source's");
+	for my $name (sort keys %content_sql)
+	{
+		is(q1($db, $content_sql{$name}), $src{$name}, "$what: $name equals the source");
+	}
+
+	my $next = q1($db, q{SELECT fence_claim('after-restore', '1 hour', 'w9')});
+	like($next, qr/^\d+$/, "$what: a new job can be claimed");
+	cmp_ok($next, '>', $src_max_token,
+		"$what: the new token is above every token in the source's fence_claims");
+	cmp_ok($next, '>', $src_last,
+		"$what: the new token is above the source's counter (a rolled-back claim's token)");
+
+	# stale and released tokens, through the statement and through fence_begin
+	is(sqlstate($db, "UPDATE inventory SET quantity = 0, writer_epoch = $s1 WHERE sku = 'sku-2'"),
+		'5F001', "$what: a superseded token is fenced");
+	is(sqlstate($db, qq{UPDATE "Ops"."Stock Levels" SET level = 0, "Epoch" = $s1}),
+		'5F001', "$what: a superseded token is fenced on the table with quoted names");
+	is(sqlstate($db, "INSERT INTO events VALUES ('eu', 3, 'late', $t_ev)"),
+		'5F001', "$what: the released claim's token is fenced on a partition");
+	is(sqlstate($db, "BEGIN; SELECT fence_begin('job-s', $s1);"
+		  . " DELETE FROM events_us_low WHERE id = 5; COMMIT;"),
+		'5F001', "$what: fence_begin with a superseded token is fenced");
+	is(sqlstate($db, "SET session_replication_role = replica;"
+		  . " UPDATE events SET payload = 'x' WHERE region = 'eu'"),
+		'5F003', "$what: a write without a token is refused, also in replica mode");
+
+	# current tokens: a live claim from before the dump, and the new one
+	is(sqlstate($db, "UPDATE inventory SET quantity = quantity - 1, writer_epoch = $t_re"
+		  . " WHERE sku = 'sku-1'"),
+		'ok', "$what: the live claim from before the dump writes");
+	is(q1($db, "SELECT format('%s %s', quantity, writer_epoch) FROM inventory WHERE sku = 'sku-1'"),
+		"10 $t_re", "$what: ... and its write is stamped with its token");
+	is(sqlstate($db, "BEGIN; SELECT fence_begin('after-restore', $next);"
+		  . " UPDATE events SET payload = 'new' WHERE region = 'us' AND id = 1500;"
+		  . " INSERT INTO events VALUES ('eu', 4, 'new', 0); COMMIT;"),
+		'ok', "$what: the new claim writes to both levels of partitions");
+	is(q1($db, "SELECT string_agg(writer_epoch::text, ',' ORDER BY id) FROM events"
+		  . " WHERE payload = 'new'"),
+		"$next,$next", "$what: ... and its rows are stamped with its token");
+
+	is(sqlstate($db, 'TRUNCATE inventory'), '5F005', "$what: TRUNCATE of the table is refused");
+	is(sqlstate($db, 'TRUNCATE events'), '5F005', "$what: TRUNCATE of the partitioned table is refused");
+	is(sqlstate($db, 'TRUNCATE events_eu'), '5F005', "$what: TRUNCATE of a partition is refused");
+	is(sqlstate($db, 'TRUNCATE "Ops"."Stock Levels"'), '5F005',
+		"$what: TRUNCATE of the table with quoted names is refused");
+	is(sqlstate($db, 'SET session_replication_role = replica; TRUNCATE events_us_low'),
+		'5F005', "$what: TRUNCATE of a sub-partition is refused in replica mode");
+	is(q1($db, 'SELECT count(*) FROM events'), 5, "$what: no row was lost to a TRUNCATE");
+
+	# partitions created after the restore
+	q1($db, q{
+CREATE TABLE "Ops"."Events AP" PARTITION OF events FOR VALUES IN ('ap');
+CREATE TABLE events_us_top PARTITION OF events_us FOR VALUES FROM (2000) TO (MAXVALUE);
+CREATE TABLE events_sa (LIKE events);
+ALTER TABLE events ATTACH PARTITION events_sa FOR VALUES IN ('sa');
+});
+	for my $part ('"Ops"."Events AP"', 'events_us_top', 'events_sa')
+	{
+		is(q1($db, "SELECT string_agg(format('%s %s', tgname, tgenabled), ', ' ORDER BY tgname)"
+			  . " FROM pg_trigger WHERE tgrelid = '$part'::regclass AND NOT tgisinternal"),
+			'zz_fence_guard A, zz_fence_truncate A',
+			"$what: $part, created after the restore, has both triggers ENABLE ALWAYS");
+		is(sqlstate($db, "TRUNCATE $part"), '5F005', "$what: TRUNCATE of $part is refused");
+	}
+	is(sqlstate($db, "INSERT INTO events VALUES ('ap', 1, 'no token', 0)"),
+		'5F003', "$what: a write without a token into the new partition is refused");
+}
+
+my @restores = (
+	[ 'plain format, psql -v ON_ERROR_STOP=1', 'r_plain',
+	  'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $plain, '-d', 'r_plain' ],
+	[ 'custom format, pg_restore --exit-on-error', 'r_custom',
+	  'pg_restore', '--exit-on-error', '-d', 'r_custom', $custom ],
+	[ 'custom format, pg_restore --single-transaction', 'r_single',
+	  'pg_restore', '--single-transaction', '-d', 'r_single', $custom ],
+	[ 'directory format, pg_restore -j 2', 'r_parallel',
+	  'pg_restore', '-j', '2', '-d', 'r_parallel', $directory ],
+);
+
+for my $r (@restores)
+{
+	my ($what, $db, @cmd) = @$r;
+	$node->safe_psql('postgres', "CREATE DATABASE $db");
+	tool_ok("restore, $what", @cmd);
+	# a restore that failed can leave too little behind for the checks
+	eval { check_restored($db, $what); 1 }
+	  or fail("$what: the checks of the restored database died: $@");
+}
+
+$node->stop;
+done_testing();

@@ -1,0 +1,426 @@
+# Copyright (c) 2026, the fence authors
+
+# Versions: the upgrade from 1.0 to 1.1, and the window before it.
+#
+# (a) CREATE EXTENSION fence on a new database installs 1.1, the default;
+#     1.0 is still installable and ALTER EXTENSION has a path 1.0 -> 1.1.
+# (b) A database created at 1.0, with an ordinary protected table (strict)
+#     and a protected partitioned table (repeat) whose partition is itself
+#     partitioned, rows written through the guard and live claims.
+#   The binary-first window: the new shared library is installed, the SQL
+#   objects are still 1.0's.  Claims, renew, release, guarded writes with
+#   fence_begin and with the epoch in the statement work; superseded and
+#   released tokens are fenced (5F001), writes without a token refused
+#   (5F003); TRUNCATE is refused (5F005); a partition created now gets both
+#   triggers ENABLE ALWAYS.
+#   A pg_dump of this 1.0 database restores (pg_restore
+#   --single-transaction) without an error where 1.1 is installed: the
+#   restored extension is 1.1, with the same triggers, claims and counter,
+#   and it fences and covers new partitions.
+#   ALTER EXTENSION fence UPDATE: extversion is 1.1; claims and the counter
+#   are untouched; every guard and truncate trigger is still there and
+#   ENABLE ALWAYS; a live lease still blocks a takeover; a token claimed
+#   before the update still passes fence_begin, writes, renews and releases;
+#   a stale one is fenced; new claims are above every old token and
+#   supersede old ones; partitions created after the update (at both
+#   levels) or attached are covered.
+# The upgraded database's fence objects equal those of a fresh CREATE
+# EXTENSION at 1.1: the extension's members, every function's signature,
+# defaults, result, language, volatility, strictness, parallel safety,
+# SECURITY DEFINER, proconfig, symbol or body, and ACL, event triggers,
+# comments, fence_claims' columns, constraints and indexes, the counter's
+# parameters, ACLs of both, and the config-dump registration; and the same
+# tables protected by each end up with the same triggers.  So the upgrade
+# script and the install script cannot drift apart.
+
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib $FindBin::RealBin;
+
+use FenceTest;
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = fence_node('upgrade', 5);
+
+sub q1
+{
+	my ($db, $sql) = @_;
+	return $node->safe_psql($db, $sql);
+}
+
+# 'ok' if $sql succeeds, else its SQLSTATE (or the whole error)
+sub sqlstate
+{
+	my ($db, $sql) = @_;
+	my ($out, $err) = ('', '');
+	my $rc = $node->psql($db, $sql, stdout => \$out, stderr => \$err,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	return 'ok' if $rc == 0 && $err !~ /ERROR/;
+	return $1 if $err =~ /ERROR:\s+([0-9A-Z]{5}):/;
+	return "rc=$rc: $err";
+}
+
+# run a client program against the node; it must exit 0 and print nothing
+# on stderr
+sub tool_ok
+{
+	my ($what, $prog, @args) = @_;
+	my @cmd = ($node->installed_command($prog), '-h', $node->host, '-p',
+		$node->port, @args);
+	my ($out, $err) = ('', '');
+	note("running: @cmd");
+	IPC::Run::run(\@cmd, '<', \undef, '>', \$out, '2>', \$err);
+	my $rc = $? >> 8;
+	is($rc, 0, "$what: exit status 0") or diag("stderr of $prog:\n$err");
+	is($err, '', "$what: nothing on stderr");
+	return $rc == 0;
+}
+
+# both triggers, ENABLE ALWAYS, on each of these relations
+sub covered
+{
+	my ($db, @rels) = @_;
+	my $list = join(', ', map { "'$_'" } @rels);
+	return q1($db, qq{
+SELECT string_agg(format('%s %s %s', r.rel, t.tgname, t.tgenabled), E'\n'
+                  ORDER BY r.rel, t.tgname)
+  FROM unnest(ARRAY[$list]) r(rel)
+  LEFT JOIN pg_trigger t ON t.tgrelid = r.rel::regclass AND NOT t.tgisinternal});
+}
+
+sub expect_covered
+{
+	my (@rels) = @_;
+	return join("\n",
+		map { ("$_ zz_fence_guard A", "$_ zz_fence_truncate A") } sort @rels);
+}
+
+my $tables_sql = q{
+CREATE TABLE inventory (sku text PRIMARY KEY, quantity int NOT NULL,
+                        writer_epoch bigint NOT NULL DEFAULT 0);
+CREATE TABLE events (region text NOT NULL, id int NOT NULL, payload text,
+                     writer_epoch bigint NOT NULL DEFAULT 0,
+                     PRIMARY KEY (region, id)) PARTITION BY LIST (region);
+CREATE TABLE events_eu PARTITION OF events FOR VALUES IN ('eu');
+CREATE TABLE events_us PARTITION OF events FOR VALUES IN ('us')
+  PARTITION BY RANGE (id);
+CREATE TABLE events_us_low PARTITION OF events_us FOR VALUES FROM (MINVALUE) TO (1000);
+SELECT fence_protect('inventory');
+SELECT fence_protect('events', mode => 'repeat');
+};
+my $window_partition_sql =
+  q{CREATE TABLE events_us_high PARTITION OF events_us FOR VALUES FROM (1000) TO (2000);};
+my $late_partitions_sql = q{
+CREATE TABLE events_ap PARTITION OF events FOR VALUES IN ('ap');
+CREATE TABLE events_us_top PARTITION OF events_us FOR VALUES FROM (2000) TO (MAXVALUE);
+CREATE TABLE events_sa (LIKE events);
+ALTER TABLE events ATTACH PARTITION events_sa FOR VALUES IN ('sa');
+};
+my @initial = qw(events events_eu events_us events_us_low inventory);
+my @late = qw(events_ap events_sa events_us_top);
+
+# ---------------------------------------------------------------------------
+# (a) a new database gets 1.1
+
+is(q1('postgres', q{SELECT default_version FROM pg_available_extensions WHERE name = 'fence'}),
+	'1.1', 'the default version is 1.1');
+is(q1('postgres', q{SELECT string_agg(version, ',' ORDER BY version)
+                      FROM pg_available_extension_versions WHERE name = 'fence'}),
+	'1.0,1.1', 'versions 1.0 and 1.1 are installable');
+is(q1('postgres', q{SELECT path FROM pg_extension_update_paths('fence')
+                     WHERE source = '1.0' AND target = '1.1'}),
+	'1.0--1.1', 'ALTER EXTENSION has a direct path from 1.0 to 1.1');
+
+$node->safe_psql('postgres', 'CREATE DATABASE fresh');
+q1('fresh', 'CREATE EXTENSION fence');
+is(q1('fresh', q{SELECT extversion FROM pg_extension WHERE extname = 'fence'}),
+	'1.1', 'CREATE EXTENSION fence installs 1.1');
+q1('fresh', $tables_sql . $window_partition_sql . $late_partitions_sql);
+
+# ---------------------------------------------------------------------------
+# (b) a database at 1.0
+
+my $db = 'up';
+$node->safe_psql('postgres', "CREATE DATABASE $db");
+q1($db, q{CREATE EXTENSION fence VERSION '1.0'});
+is(q1($db, q{SELECT extversion FROM pg_extension WHERE extname = 'fence'}),
+	'1.0', 'CREATE EXTENSION fence VERSION 1.0 installs 1.0');
+q1($db, $tables_sql);
+is(covered($db, @initial), expect_covered(@initial),
+	'1.0: the tables are protected, partitions included');
+
+# --- the binary-first window: 1.1's library, 1.0's SQL objects -------------
+
+my $w = 'binary-first window';
+
+# job-b: claimed, renewed, released, claimed again
+my $b1 = q1($db, q{SELECT fence_claim('job-b', '1 hour', 'w1')});
+like($b1, qr/^\d+$/, "$w: fence_claim issues a token");
+is(q1($db, qq{SELECT fence_renew('job-b', $b1, '2 hours') > now() + interval '90 minutes'}),
+	't', "$w: fence_renew extends the lease");
+is(q1($db, qq{SELECT fence_claim('job-b', '1 hour', 'intruder') IS NULL}),
+	't', "$w: a live lease blocks a takeover");
+is(q1($db, "SELECT fence_release('job-b', $b1)"), 't', "$w: fence_release acknowledges");
+my $b2 = q1($db, q{SELECT fence_claim('job-b', '1 hour', 'w2')});
+cmp_ok($b2, '>', $b1, "$w: the job is claimed again with a greater token");
+is(q1($db, "SELECT fence_current('job-b')"), $b2, "$w: fence_current names the new token");
+is(q1($db, "SELECT fence_is_current('job-b', $b1)"), 'f', "$w: the old token is not current");
+
+# guarded writes, both ways, into every leaf
+is(sqlstate($db, qq{BEGIN; SELECT fence_begin('job-b', $b2);
+INSERT INTO inventory (sku, quantity) VALUES ('sku-1', 10), ('sku-2', 20);
+INSERT INTO events (region, id, payload) VALUES ('eu', 1, 'a'), ('us', 5, 'b');
+COMMIT;}), 'ok', "$w: writes inside a fence_begin transaction");
+is(sqlstate($db, "UPDATE events SET payload = 'b+', writer_epoch = $b2 WHERE region = 'us'"),
+	'ok', "$w: a write with the epoch in the statement");
+is(q1($db, "SELECT count(*) FROM (SELECT writer_epoch FROM inventory UNION ALL"
+	  . " SELECT writer_epoch FROM events) e WHERE writer_epoch = $b2"),
+	4, "$w: the writes are stamped with their token");
+
+# fenced
+is(sqlstate($db, "UPDATE inventory SET quantity = 0, writer_epoch = $b1 WHERE sku = 'sku-1'"),
+	'5F001', "$w: a superseded token is fenced");
+is(sqlstate($db, "BEGIN; SELECT fence_begin('job-b', $b1); COMMIT;"),
+	'5F001', "$w: fence_begin with a superseded token is fenced");
+is(sqlstate($db, "UPDATE events SET payload = 'x' WHERE region = 'eu'"),
+	'5F003', "$w: a write without a token is refused");
+is(sqlstate($db, 'TRUNCATE inventory'), '5F005', "$w: TRUNCATE of the table is refused");
+is(sqlstate($db, 'TRUNCATE events_us_low'), '5F005', "$w: TRUNCATE of a sub-partition is refused");
+
+# a partition created in the window
+q1($db, $window_partition_sql);
+is(covered($db, 'events_us_high'), expect_covered('events_us_high'),
+	"$w: a new partition gets both triggers, ENABLE ALWAYS");
+is(sqlstate($db, 'TRUNCATE events_us_high'), '5F005', "$w: TRUNCATE of the new partition is refused");
+is(sqlstate($db, "INSERT INTO events VALUES ('us', 1500, 'c', $b2)"),
+	'ok', "$w: a write into the new partition with a current token");
+
+# claims left for after the update: job-c held by a live lease; job-a claimed
+# last, so its token is above every stored epoch
+my $c1 = q1($db, q{SELECT fence_claim('job-c', '1 hour', 'w3')});
+my $a1 = q1($db, q{SELECT fence_claim('job-a', '1 hour', 'w4')});
+cmp_ok($a1, '>', $b2, "$w: tokens keep increasing");
+my $old_max = q1($db, 'SELECT last_value FROM fence_token_seq');
+
+my $claims_sql = q{SELECT string_agg(t::text, E'\n' ORDER BY t.job) FROM fence_claims t};
+my $seq_sql = q{SELECT format('%s %s', last_value, is_called) FROM fence_token_seq};
+my $claims_before = q1($db, $claims_sql);
+my $seq_before = q1($db, $seq_sql);
+my $triggers_sql = q{
+SELECT string_agg(format('%s %s %s', t.tgrelid::regclass, t.tgenabled, pg_get_triggerdef(t.oid)),
+                  E'\n' ORDER BY t.tgrelid::regclass::text, t.tgname)
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal};
+my $rows_sql = q{
+SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+SELECT format('%s %s', e.tableoid::regclass, e) x FROM events e
+UNION ALL
+SELECT format('%s %s', i.tableoid::regclass, i) FROM inventory i) s};
+
+# ---------------------------------------------------------------------------
+# a dump of the database at 1.0, restored where 1.1 is installed: the
+# restore's CREATE EXTENSION installs 1.1, and the dump's triggers go in
+# without a conflict
+
+my $dump = PostgreSQL::Test::Utils::tempdir . '/up-1.0.dump';
+tool_ok('pg_dump -Fc of the 1.0 database', 'pg_dump', '-Fc', '-f', $dump, '-d', $db);
+$node->safe_psql('postgres', 'CREATE DATABASE from10');
+tool_ok('pg_restore --single-transaction of the 1.0 dump', 'pg_restore',
+	'--single-transaction', '-d', 'from10', $dump);
+my $r = 'the 1.0 dump restored';
+is(q1('from10', q{SELECT extversion FROM pg_extension WHERE extname = 'fence'}),
+	'1.1', "$r: the extension is 1.1");
+is(q1('from10', $triggers_sql), q1($db, $triggers_sql), "$r: the triggers equal the 1.0 database's");
+is(q1('from10', $claims_sql), $claims_before, "$r: fence_claims equals the 1.0 database's");
+is(q1('from10', $seq_sql), $seq_before, "$r: the counter equals the 1.0 database's");
+is(sqlstate('from10', "UPDATE inventory SET quantity = 0, writer_epoch = $b1 WHERE sku = 'sku-2'"),
+	'5F001', "$r: a superseded token is fenced");
+is(sqlstate('from10', 'TRUNCATE events_us_high'), '5F005', "$r: TRUNCATE of a partition is refused");
+q1('from10', $late_partitions_sql);
+is(covered('from10', @late), expect_covered(@late),
+	"$r: partitions created or attached after the restore get both triggers ENABLE ALWAYS");
+
+# ---------------------------------------------------------------------------
+# the update
+
+my $window_rels = [ @initial, 'events_us_high' ];
+my $rows_before = q1($db, $rows_sql);
+my ($out, $err) = ('', '');
+is($node->psql($db, 'ALTER EXTENSION fence UPDATE', stdout => \$out, stderr => \$err),
+	0, 'ALTER EXTENSION fence UPDATE succeeds')
+  or diag($err);
+is(q1($db, q{SELECT extversion FROM pg_extension WHERE extname = 'fence'}),
+	'1.1', 'after the update: extversion is 1.1');
+
+my $u = 'after the update';
+is(q1($db, $claims_sql), $claims_before, "$u: fence_claims is unchanged");
+is(q1($db, $seq_sql), $seq_before, "$u: the counter is unchanged");
+is(q1($db, $rows_sql), $rows_before, "$u: the protected rows are unchanged");
+is(covered($db, @$window_rels), expect_covered(@$window_rels),
+	"$u: every guard and truncate trigger is there, ENABLE ALWAYS");
+
+# old claims and tokens
+is(q1($db, q{SELECT fence_claim('job-c', '1 hour', 'intruder') IS NULL}),
+	't', "$u: a lease taken before the update still blocks a takeover");
+is(sqlstate($db, qq{BEGIN; SELECT fence_begin('job-a', $a1);
+UPDATE inventory SET quantity = quantity + 1 WHERE sku = 'sku-1';
+DELETE FROM events WHERE region = 'eu' AND id = 1;
+COMMIT;}), 'ok', "$u: a token claimed before the update passes fence_begin and writes");
+is(q1($db, "SELECT format('%s %s', quantity, writer_epoch) FROM inventory WHERE sku = 'sku-1'"),
+	"11 $a1", "$u: ... its write is stamped with its token");
+is(q1($db, "SELECT count(*) FROM events WHERE region = 'eu'"), 0,
+	"$u: ... and its DELETE went through the guard");
+is(sqlstate($db, "UPDATE inventory SET quantity = 0, writer_epoch = $b1 WHERE sku = 'sku-2'"),
+	'5F001', "$u: a token superseded before the update is fenced");
+is(sqlstate($db, "UPDATE events SET payload = 'x' WHERE region = 'us'"),
+	'5F003', "$u: a write without a token is refused");
+is(sqlstate($db, "SET session_replication_role = replica;"
+	  . " UPDATE events SET payload = 'x' WHERE region = 'us'"),
+	'5F003', "$u: ... also in replica mode");
+is(q1($db, qq{SELECT fence_renew('job-b', $b2, '2 hours') > now() + interval '90 minutes'}),
+	't', "$u: a token claimed before the update renews");
+is(q1($db, "SELECT fence_release('job-b', $b2)"), 't', "$u: ... and releases");
+is(sqlstate($db, "UPDATE events SET payload = 'y', writer_epoch = $b2 WHERE id = 1500"),
+	'5F001', "$u: ... after which it is fenced");
+
+# new claims
+my $n1 = q1($db, q{SELECT fence_claim('job-new', '1 hour', 'w5')});
+cmp_ok($n1, '>', $old_max, "$u: a new claim is above every token issued before the update");
+is(q1($db, "SELECT fence_release('job-c', $c1)"), 't',
+	"$u: the holder of a claim from before the update releases it");
+my $c2 = q1($db, q{SELECT fence_claim('job-c', '1 hour', 'w6')});
+cmp_ok($c2, '>', $n1, "$u: the job is claimed again with a greater token");
+is(sqlstate($db, "INSERT INTO events VALUES ('us', 7, 'late', $c1)"),
+	'5F001', "$u: the token it superseded is fenced");
+is(sqlstate($db, "INSERT INTO events VALUES ('us', 7, 'new', $c2)"),
+	'ok', "$u: the new token writes");
+
+# TRUNCATE and partitions created after the update
+is(sqlstate($db, 'TRUNCATE inventory'), '5F005', "$u: TRUNCATE of the table is refused");
+is(sqlstate($db, 'TRUNCATE events'), '5F005', "$u: TRUNCATE of the partitioned table is refused");
+is(sqlstate($db, 'SET session_replication_role = replica; TRUNCATE events_us_high'),
+	'5F005', "$u: TRUNCATE of the window's partition is refused, also in replica mode");
+q1($db, $late_partitions_sql);
+is(covered($db, @late), expect_covered(@late),
+	"$u: partitions created now (at both levels) or attached get both triggers ENABLE ALWAYS");
+is(sqlstate($db, 'TRUNCATE events_sa'), '5F005', "$u: TRUNCATE of an attached partition is refused");
+is(sqlstate($db, 'TRUNCATE events_ap'), '5F005', "$u: TRUNCATE of a new partition is refused");
+is(sqlstate($db, 'TRUNCATE events_us_top'), '5F005', "$u: TRUNCATE of a new sub-partition is refused");
+is(sqlstate($db, "INSERT INTO events VALUES ('ap', 1, 'no token', 0)"),
+	'5F003', "$u: a write without a token into a new partition is refused");
+is(sqlstate($db, "INSERT INTO events VALUES ('us', 2500, 'new', $c2)"),
+	'ok', "$u: a current token writes into a new sub-partition");
+
+# ---------------------------------------------------------------------------
+# the upgraded database against a fresh 1.1
+
+my $ext = q{(SELECT oid FROM pg_extension WHERE extname = 'fence')};
+my %catalog = (
+	'extension members' => qq{
+SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+SELECT pg_describe_object(classid, objid, objsubid) x
+  FROM pg_depend
+ WHERE refclassid = 'pg_extension'::regclass AND refobjid = $ext AND deptype = 'e') s},
+	'functions' => qq{
+SELECT string_agg(format('%s(%s) RETURNS %s lang=%s kind=%s volatile=%s strict=%s parallel=%s'
+                         ' secdef=%s leakproof=%s config=%s cost=%s rows=%s bin=%s src=%s acl=%s',
+                         p.proname, pg_get_function_arguments(p.oid),
+                         pg_get_function_result(p.oid), l.lanname, p.prokind,
+                         p.provolatile, p.proisstrict, p.proparallel, p.prosecdef,
+                         p.proleakproof, p.proconfig, p.procost, p.prorows, p.probin,
+                         CASE WHEN l.lanname = 'c' THEN p.prosrc ELSE md5(p.prosrc) END,
+                         p.proacl),
+                  E'\n' ORDER BY p.proname, pg_get_function_arguments(p.oid))
+  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
+  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'},
+	'event triggers' => q{
+SELECT string_agg(format('%s on %s tags=%s enabled=%s function=%s',
+                         evtname, evtevent, evttags, evtenabled, evtfoid::regprocedure),
+                  E'\n' ORDER BY evtname)
+  FROM pg_event_trigger},
+	'comments' => qq{
+SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+SELECT format('%s: %s', pg_describe_object(d.classid, d.objid, d.objsubid), c.description) x
+  FROM pg_depend d
+  JOIN pg_description c ON c.classoid = d.classid AND c.objoid = d.objid
+                       AND c.objsubid = d.objsubid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e') s},
+	'relations' => qq{
+SELECT string_agg(format('%s kind=%s persistence=%s acl=%s options=%s',
+                         c.oid::regclass, c.relkind, c.relpersistence, c.relacl, c.reloptions),
+                  E'\n' ORDER BY c.oid::regclass::text)
+  FROM pg_class c
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'},
+	'columns' => qq{
+SELECT string_agg(format('%s.%s %s notnull=%s default=%s', a.attrelid::regclass, a.attname,
+                         format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                         pg_get_expr(ad.adbin, ad.adrelid)),
+                  E'\n' ORDER BY a.attrelid::regclass::text, a.attname)
+  FROM pg_attribute a
+  JOIN pg_class c ON c.oid = a.attrelid AND c.relkind IN ('r', 'p', 'v', 'm')
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
+  LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
+   AND a.attnum > 0 AND NOT a.attisdropped},
+	'constraints and indexes' => qq{
+SELECT string_agg(x, E'\n' ORDER BY x) FROM (
+SELECT format('%s constraint %s %s', k.conrelid::regclass, k.conname, pg_get_constraintdef(k.oid)) x
+  FROM pg_constraint k
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = k.conrelid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
+UNION ALL
+SELECT format('index %s', pg_get_indexdef(i.indexrelid))
+  FROM pg_index i
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = i.indrelid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
+UNION ALL
+SELECT format('trigger %s', pg_get_triggerdef(t.oid))
+  FROM pg_trigger t
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = t.tgrelid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
+   AND NOT t.tgisinternal) s},
+	'sequences' => qq{
+SELECT string_agg(format('%s type=%s start=%s inc=%s min=%s max=%s cache=%s cycle=%s',
+                         s.seqrelid::regclass, s.seqtypid::regtype, s.seqstart, s.seqincrement,
+                         s.seqmin, s.seqmax, s.seqcache, s.seqcycle),
+                  E'\n' ORDER BY s.seqrelid::regclass::text)
+  FROM pg_sequence s
+  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.seqrelid
+ WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'},
+	'extension' => q{
+SELECT format('schema=%s relocatable=%s config=%s conditions=%s',
+              e.extnamespace::regnamespace, e.extrelocatable,
+              (SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
+                 FROM unnest(e.extconfig) c),
+              (SELECT array_agg(x ORDER BY x) FROM unnest(e.extcondition) x))
+  FROM pg_extension e WHERE e.extname = 'fence'},
+	'protected tables' => q{
+SELECT string_agg(format('%s %s %s', t.tgrelid::regclass, t.tgenabled, pg_get_triggerdef(t.oid)),
+                  E'\n' ORDER BY t.tgrelid::regclass::text, t.tgname)
+  FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+ WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal
+   AND c.relname NOT LIKE 'fence%'},
+);
+
+my $members = q1('fresh', $catalog{'extension members'});
+like($members, qr/^function fence_claim\(text,interval,text\)$/m,
+	'fresh 1.1: the member list is not empty (it names fence_claim)');
+like(q1('fresh', $catalog{functions}), qr/^fence_protect\(/m,
+	'fresh 1.1: the function list is not empty (it names fence_protect)');
+like(q1('fresh', $catalog{'protected tables'}), qr/^events_us_top A CREATE TRIGGER zz_fence_truncate/m,
+	'fresh 1.1: the trigger list is not empty');
+for my $what (sort keys %catalog)
+{
+	is(q1($db, $catalog{$what}), q1('fresh', $catalog{$what}),
+		"upgraded 1.0 -> 1.1 equals a fresh 1.1: $what");
+}
+
+$node->stop;
+done_testing();
