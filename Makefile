@@ -3,10 +3,12 @@
 MODULE_big = fence
 OBJS = \
 	$(WIN32RES) \
+	audit.o \
 	claims.o \
 	ddl.o \
 	fence.o \
 	guard.o \
+	protect.o \
 	token.o \
 	xact.o
 

@@ -37,10 +37,12 @@
 #include "fence.h"
 
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "commands/sequence.h"
@@ -452,7 +454,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
  * already and this costs a comparison.
  */
 static int64
-issue_token(FenceCatalog *cat)
+issue_token(FenceCatalog *cat, const char *job)
 {
 	int64		token = nextval_internal(cat->token_seq_relid, false);
 	Relation	seqrel;
@@ -467,6 +469,7 @@ issue_token(FenceCatalog *cat)
 	relation_close(seqrel, NoLock);
 
 	XLogFlush(lsn);
+	fence_xact_note_issued(token, job);
 	return token;
 }
 
@@ -518,7 +521,7 @@ fence_claim(PG_FUNCTION_ARGS)
 
 		/* If the conditions changed since the read, the token stays unused. */
 		p.token = row.token;
-		p.new_token = issue_token(cat);
+		p.new_token = issue_token(cat, p.job);
 		if (!claims_update(cat, CLAIM_TAKE_OVER, &p, &claimed_token))
 			PG_RETURN_NULL();
 
@@ -528,7 +531,7 @@ fence_claim(PG_FUNCTION_ARGS)
 	}
 
 	/* The job's first claim. */
-	p.new_token = issue_token(cat);
+	p.new_token = issue_token(cat, p.job);
 	if (!claims_insert(cat, &p))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(p.new_token);

@@ -1,31 +1,39 @@
 /*-------------------------------------------------------------------------
  *
  * ddl.c
- *	  Attaching protection to tables, and keeping it on what DDL adds to a
- *	  protected table: fence_protect() and the ddl_command_end event
- *	  trigger fence_ddl_command_end().
+ *	  The event triggers that keep DDL from disarming a protected relation,
+ *	  and the declaration that lets a migration or a restore through:
+ *	  fence_ddl_command_start(), fence_ddl_command_end(), fence_sql_drop(),
+ *	  fence_allow_ddl() and the setting fence.allow_ddl.
  *
- * A protected table has two triggers of fence's, both ENABLE ALWAYS: the
- * row guard (fence_guard, BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW)
- * and the TRUNCATE refusal (fence_refuse_truncate, BEFORE TRUNCATE FOR EACH
- * STATEMENT).  They are recognised by their function, not by their name.
- * PostgreSQL clones a row trigger of a partitioned table to every
- * partition, present and future, but not a statement trigger, so each
- * member of a protected partition tree needs a TRUNCATE refusal of its own.
- * cover_truncate() gives it one; fence_protect() calls it for the tree it
- * protects, and the event trigger for a partition created in, or attached
- * to, a protected tree.
+ * ddl_command_start sees each command's parse tree before it runs, and
+ * refuses (5F006) what would let rows of a protected relation be written
+ * without a token, or make it forget what it checked: disabling, dropping,
+ * renaming or replacing fence's triggers, rewriting values (ALTER COLUMN
+ * ... TYPE ... USING), changing the epoch column, rules, SET UNLOGGED,
+ * bringing unchecked rows in (ATTACH, INHERIT), triggers planted by a role
+ * that does not own the table, DROP EXTENSION while anything is protected,
+ * and ALTER SEQUENCE of the token counter.  Event triggers fire for
+ * superusers too, so the refusals hold for every role.
  *
- * The event trigger creates refusals after those commands only, read from
- * the parse tree.  In particular it creates none after the ALTER TABLE ...
- * ENABLE ALWAYS TRIGGER that pg_dump writes after each trigger it restores:
- * the dump restores the TRUNCATE refusals itself, and one created early
- * would make the dump's own CREATE TRIGGER fail.  After any other ALTER
- * TABLE of a protected table it sets existing refusals back to ALWAYS.
+ * ddl_command_end keeps protection with the data: a partition or child
+ * created in, attached to, or inherited into a protected tree is protected
+ * too; a detached partition stays protected; ENABLE TRIGGER ALL leaves
+ * fence's triggers ENABLE ALWAYS; the canonical CREATE TRIGGER of the
+ * guard (what pg_dump writes) protects its table.  It creates no TRUNCATE
+ * refusal after the ALTER TABLE ... ENABLE ALWAYS TRIGGER of a restore:
+ * the dump restores those itself.  sql_drop forgets dropped relations.
  *
- * A foreign table cannot have a TRUNCATE trigger, so TRUNCATE of a foreign
- * partition would remove rows without a token: a foreign table is refused
- * as a member of a protected tree, whichever way it would get there.
+ * PostgreSQL 15 quirks designed around: DETACH drops the cloned guard
+ * without an sql_drop event (ddl_command_end puts it back); sql_drop can
+ * no longer read a dropped trigger's row (the drop is refused at the start
+ * instead); DROP EXTENSION fires only fence's own ddl_command_start (so
+ * that is where it is refused).
+ *
+ * A declaration (fence_allow_ddl for a transaction, the superuser setting
+ * fence.allow_ddl for a session) lets the refused DDL of a protected table
+ * through and leaves a row in the audit log.  fence's own install and
+ * update scripts, and the DDL fence runs itself, are not checked.
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -35,366 +43,672 @@
 
 #include "fence.h"
 
-#include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
-#include "catalog/partition.h"
 #include "catalog/pg_class.h"
-#include "catalog/pg_inherits.h"
-#include "catalog/pg_namespace.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
-#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
-#include "utils/acl.h"
+#include "parser/parse_func.h"
+#include "parser/parse_type.h"
+#include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
-#include "utils/syscache.h"
+#include "utils/snapmgr.h"
 
-PG_FUNCTION_INFO_V1(fence_protect);
+PG_FUNCTION_INFO_V1(fence_ddl_command_start);
 PG_FUNCTION_INFO_V1(fence_ddl_command_end);
+PG_FUNCTION_INFO_V1(fence_sql_drop);
+PG_FUNCTION_INFO_V1(fence_table_rewrite);
+PG_FUNCTION_INFO_V1(fence_allow_ddl);
 
-#define GUARD_TRIGGER_NAME		"zz_fence_guard"
-#define TRUNCATE_TRIGGER_NAME	"zz_fence_truncate"
+/* fence.allow_ddl: a superuser's session declares its DDL (fence.c). */
+bool		fence_allow_ddl_setting = false;
 
-/*
- * fence's trigger functions, found in the schema of the function running.
- * The event trigger needs nothing else of fence's catalog, and does not
- * build it: DDL on other tables must not depend on fence_claims.
- */
-typedef struct FenceTriggerFns
-{
-	char	   *nspname;
-	Oid			guard_fn;		/* fence_guard() */
-	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
-} FenceTriggerFns;
-
-static void
-fence_trigger_fns(Oid fn_oid, FenceTriggerFns *fns)
-{
-	fns->nspname = get_namespace_name(get_func_namespace(fn_oid));
-	fns->guard_fn = fence_lookup_function(fns->nspname, "fence_guard");
-	fns->refuse_truncate_fn = fence_lookup_function(fns->nspname,
-													"fence_refuse_truncate");
-}
-
-/* The relation's schema-qualified name, quoted where needed, for query text. */
-static char *
-rel_query_name(Oid relid)
-{
-	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
-									  get_rel_name(relid));
-}
 
 /*
- * The relation's name for messages: qualified unless it is in pg_catalog or
- * the session's temporary schema, as regclass prints it with search_path
- * set to pg_catalog, pg_temp (so messages read as they did in fence 1.0).
- */
-static char *
-rel_display_name(Oid relid)
-{
-	Oid			nspid = get_rel_namespace(relid);
-
-	if (nspid == PG_CATALOG_NAMESPACE || isTempNamespace(nspid))
-		return pstrdup(quote_identifier(get_rel_name(relid)));
-	return rel_query_name(relid);
-}
-
-/*
- * Does the relation have a trigger calling fnoid?  If so, *tgenabled gets
- * its firing state.  The relcache's trigger list is the catalog's.
+ * Is fence's own install or update script running?  Only fence's: another
+ * extension's script is DDL like any other.
  */
 static bool
-rel_has_fence_trigger(Oid relid, Oid fnoid, char *tgenabled)
+in_fence_script(void)
 {
-	Relation	rel = relation_open(relid, AccessShareLock);
-	TriggerDesc *trigdesc = rel->trigdesc;
-	bool		found = false;
-	int			i;
-
-	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
-	{
-		if (trigdesc->triggers[i].tgfoid == fnoid)
-		{
-			found = true;
-			if (tgenabled)
-				*tgenabled = trigdesc->triggers[i].tgenabled;
-			break;
-		}
-	}
-	relation_close(rel, AccessShareLock);
-	return found;
+	return creating_extension &&
+		CurrentExtensionObject == get_extension_oid("fence", true);
 }
 
-/* Run one utility statement through SPI, as the current user. */
 static void
-run_ddl(const char *sql)
+check_called_as_event_trigger(FunctionCallInfo fcinfo, const char *fname)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "SPI_execute failed for \"%s\"", sql);
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
-}
-
-/* A foreign table in a protected tree: refused, see the header comment. */
-static void
-refuse_foreign_member(Oid relid)
-{
-	Oid			parent = InvalidOid;
-
-	if (get_rel_relispartition(relid))
-#if PG_VERSION_NUM >= 140000
-		parent = get_partition_parent(relid, true);
-#else
-		parent = get_partition_parent(relid);
-#endif
-
-	ereport(ERROR,
-			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-			 OidIsValid(parent) ?
-			 errmsg("foreign table \"%s\" cannot be a partition of protected table \"%s\"",
-					rel_display_name(relid), rel_display_name(parent)) :
-			 errmsg("foreign table \"%s\" cannot be protected by fence",
-					rel_display_name(relid)),
-			 errdetail("A foreign table cannot have a TRUNCATE trigger, so TRUNCATE of it would remove rows without checking a fencing token."),
-			 errhint("Keep foreign tables out of protected partition trees; protect the local partitions one by one instead.")));
-}
-
-/*
- * Give every member of relid's inheritance tree that has fence's row guard
- * (relid itself included) an ENABLE ALWAYS TRUNCATE refusal, and refuse a
- * foreign table among them.  The triggers are created as the current
- * user, who owns the tables: whoever may create or attach a partition owns
- * it.
- *
- * Without create_missing, only set existing refusals back to ALWAYS (after
- * DISABLE TRIGGER ALL and ENABLE TRIGGER ALL, or a DISABLE of the refusal
- * itself): that is what any other ALTER TABLE of a protected table gets.
- * It creates nothing, so it cannot get ahead of a restore, and it passes
- * over a foreign partition (protected under 1.0) rather than fail an
- * unrelated command.
- */
-static void
-cover_truncate(FenceTriggerFns *fns, Oid relid, bool create_missing)
-{
-	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
-	ListCell   *lc;
-
-	foreach(lc, members)
-	{
-		Oid			member = lfirst_oid(lc);
-		char		tgenabled = TRIGGER_DISABLED;
-
-		if (!rel_has_fence_trigger(member, fns->guard_fn, NULL))
-			continue;
-		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
-		{
-			if (create_missing)
-				refuse_foreign_member(member);
-			continue;
-		}
-
-		if (!rel_has_fence_trigger(member, fns->refuse_truncate_fn, &tgenabled))
-		{
-			if (!create_missing)
-				continue;
-			run_ddl(psprintf("CREATE TRIGGER " TRUNCATE_TRIGGER_NAME
-							 " BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
-							 " EXECUTE FUNCTION %s()",
-							 rel_query_name(member),
-							 quote_qualified_identifier(fns->nspname,
-														"fence_refuse_truncate")));
-			(void) rel_has_fence_trigger(member, fns->refuse_truncate_fn,
-										 &tgenabled);
-		}
-		/* Set back to ALWAYS after DISABLE/ENABLE TRIGGER ALL, too. */
-		if (tgenabled != TRIGGER_FIRES_ALWAYS)
-			run_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s",
-							 rel_query_name(member),
-							 quote_identifier(TRUNCATE_TRIGGER_NAME)));
-	}
-	list_free(members);
-}
-
-/*
- * fence_protect(tbl regclass, epoch_column name, mode text) returns void
- *
- * Attach the guard.  The triggers' names start with "zz_" so that they
- * sort, and so fire, after the table's other BEFORE triggers; the guard
- * also refuses to run while any BEFORE ROW trigger sorts after it.  Both
- * are ENABLE ALWAYS, so session_replication_role = replica does not switch
- * them off.  It runs as the caller: only the table's owner (or a member of
- * the owning role, or a superuser) can create or drop triggers.
- * Protecting a protected table again replaces its guard.
- */
-Datum
-fence_protect(PG_FUNCTION_ARGS)
-{
-	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	FenceTriggerFns fns;
-	Oid			relid;
-	const char *colname;
-	char	   *mode;
-	char		relkind;
-	HeapTuple	tuple;
-	AttrNumber	attnum;
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("table must not be null")));
-	if (PG_ARGISNULL(1))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("epoch column must not be null")));
-	if (PG_ARGISNULL(2))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("mode must not be null")));
-	relid = PG_GETARG_OID(0);
-	colname = NameStr(*PG_GETARG_NAME(1));
-	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
-
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tuple))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	relkind = ((Form_pg_class) GETSTRUCT(tuple))->relkind;
-	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
-	{
-		ReleaseSysCache(tuple);
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table", rel_display_name(relid)),
-				 errhint("fence protects ordinary and partitioned tables.")));
-	}
-	if (!has_privs_of_role(GetUserId(), ((Form_pg_class) GETSTRUCT(tuple))->relowner))
-	{
-		ReleaseSysCache(tuple);
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("must be owner of table %s", rel_display_name(relid))));
-	}
-	ReleaseSysCache(tuple);
-
-	if (relid == cat->claims_relid)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("cannot protect fence's own registry %s",
-						rel_display_name(relid))));
-	if (strcmp(mode, "strict") != 0 && strcmp(mode, "repeat") != 0 &&
-		strcmp(mode, "shared") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized fence mode \"%.*s\"",
-						pg_mbcliplen(mode, strlen(mode), 64), mode),
-				 errhint("The mode is one of strict, repeat or shared.")));
-
-	attnum = get_attnum(relid, colname);
-	if (attnum <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						colname, rel_display_name(relid)),
-				 errhint("Add it with ALTER TABLE ... ADD COLUMN writer_epoch bigint NOT NULL DEFAULT 0.")));
-	if (get_atttype(relid, attnum) != INT8OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("column \"%s\" of relation \"%s\" is not of type bigint",
-						colname, rel_display_name(relid))));
-
-	if (OidIsValid(get_trigger_oid(relid, GUARD_TRIGGER_NAME, true)))
-		run_ddl(psprintf("DROP TRIGGER " GUARD_TRIGGER_NAME " ON %s",
-						 rel_query_name(relid)));
-	run_ddl(psprintf("CREATE TRIGGER " GUARD_TRIGGER_NAME
-					 " BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
-					 " EXECUTE FUNCTION %s(%s, %s)",
-					 rel_query_name(relid),
-					 quote_qualified_identifier(cat->nspname, "fence_guard"),
-					 quote_literal_cstr(colname), quote_literal_cstr(mode)));
-	run_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " GUARD_TRIGGER_NAME,
-					 rel_query_name(relid)));
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	cover_truncate(&fns, relid, true);
-	PG_RETURN_VOID();
-}
-
-/*
- * Does this command add a partition (or a child) to a table?  Only those
- * can bring a member without its TRUNCATE refusal into a protected tree.
- */
-static bool
-command_adds_members(Node *parsetree)
-{
-	ListCell   *lc;
-
-	switch (nodeTag(parsetree))
-	{
-		case T_CreateStmt:
-		case T_CreateForeignTableStmt:
-		case T_CreateSchemaStmt:
-			return true;
-		case T_AlterTableStmt:
-			foreach(lc, ((AlterTableStmt *) parsetree)->cmds)
-			{
-				AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
-
-				if (cmd->subtype == AT_AttachPartition)
-					return true;
-			}
-			return false;
-		default:
-			return false;
-	}
-}
-
-/*
- * fence_ddl_command_end() returns event_trigger
- *
- * After CREATE [FOREIGN] TABLE, CREATE SCHEMA and ALTER TABLE ... ATTACH
- * PARTITION: cover every relation the command created or altered that is
- * protected (a new partition has the guard's clone) with the TRUNCATE
- * refusal, and refuse a foreign table in a protected tree.  After another
- * ALTER TABLE: set the refusals of a protected tree back to ALWAYS.
- */
-Datum
-fence_ddl_command_end(PG_FUNCTION_ARGS)
-{
-	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
-	FenceTriggerFns fns;
-	List	   *relids = NIL;
-	ListCell   *lc;
-	MemoryContext oldcxt;
-	bool		adds_members;
-	uint64		i;
-
 	if (!CALLED_AS_EVENT_TRIGGER(fcinfo))
 		ereport(ERROR,
 				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
 				 errmsg("function \"%s\" was not called by event trigger manager",
-						"fence_ddl_command_end")));
+						fname)));
+}
 
-	/* fence's own install and update scripts */
-	if (creating_extension)
-		PG_RETURN_VOID();
-	adds_members = command_adds_members(trigdata->parsetree);
-	if (!adds_members && !IsA(trigdata->parsetree, AlterTableStmt))
+/* The relation a RangeVar names now, or InvalidOid. */
+static Oid
+rangevar_relid(RangeVar *rv)
+{
+	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
+}
+
+/*
+ * Is the relation's refused DDL declared, by fence_allow_ddl in this
+ * transaction or by the session's fence.allow_ddl (recorded the first time
+ * it lets a table's DDL through)?
+ */
+static bool
+ddl_declared(FenceTriggerFns *fns, Oid relid, const char *command)
+{
+	if (fence_xact_ddl_allowed(relid))
+		return true;
+	if (fence_allow_ddl_setting)
+	{
+		if (!fence_xact_setting_recorded(relid))
+		{
+			fence_audit(fns, "allow_ddl_setting", relid, NULL, command,
+						"fence.allow_ddl = on");
+			fence_xact_note_setting_recorded(relid);
+		}
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Refuse a command on a relation, unless it was declared; message is the
+ * primary message (NULL: "cannot run <command> on protected table").
+ */
+static void
+refuse_with(FenceTriggerFns *fns, Oid relid, const char *command,
+			const char *message, const char *why)
+{
+	bool		protected;
+
+	if (ddl_declared(fns, relid, command))
+		return;
+	protected = fence_registry_lookup(fns, relid, NULL, NULL);
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_DDL_REFUSED),
+			 message ? errmsg_internal("%s", message) :
+			 errmsg("cannot run %s on protected table \"%s\"", command,
+					fence_rel_display_name(relid)),
+			 errdetail("%s", why),
+			 protected ?
+			 errhint("If this is intended, declare it first in the same transaction: SELECT fence_allow_ddl('%s', 'why'); or remove protection with fence_unprotect().",
+					 fence_rel_query_name(relid)) :
+			 errhint("Protect the table with fence_protect(), which creates fence's triggers.")));
+}
+
+/* Refuse a command on a protected relation, unless it was declared. */
+static void
+refuse(FenceTriggerFns *fns, Oid relid, const char *command, const char *why)
+{
+	refuse_with(fns, relid, command, NULL, why);
+}
+
+/*
+ * Is the trigger of that name on the relation one of fence's, on a
+ * protected relation?  (On any other table it is a stray its owner may
+ * drop.)
+ */
+static bool
+is_fence_trigger(FenceTriggerFns *fns, Oid relid, const char *tgname)
+{
+	Relation	rel;
+	TriggerDesc *trigdesc;
+	bool		found = false;
+	int			i;
+
+	if (!OidIsValid(relid) || tgname == NULL)
+		return false;
+	rel = relation_open(relid, AccessShareLock);
+	trigdesc = rel->trigdesc;
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (strcmp(trigger->tgname, tgname) == 0)
+		{
+			found = (trigger->tgfoid == fns->guard_fn ||
+					 trigger->tgfoid == fns->refuse_truncate_fn);
+			break;
+		}
+	}
+	relation_close(rel, AccessShareLock);
+	return found && fence_registry_lookup(fns, relid, NULL, NULL);
+}
+
+/* Is the expression a constant 0 or NULL (a harmless epoch default)? */
+static bool
+is_zero_or_null(Node *expr)
+{
+	A_Const    *con;
+
+	while (expr && IsA(expr, TypeCast))
+		expr = ((TypeCast *) expr)->arg;
+	if (expr == NULL || !IsA(expr, A_Const))
+		return false;
+	con = (A_Const *) expr;
+	if (con->isnull)
+		return true;
+	if (IsA(&con->val, Integer))
+		return intVal(&con->val) == 0;
+	if (IsA(&con->val, String))		/* '0', '0'::bigint */
+		return strcmp(strVal(&con->val), "0") == 0;
+	return false;
+}
+
+/* Does the ALTER COLUMN ... TYPE name bigint? */
+static bool
+is_bigint_type(ColumnDef *def)
+{
+	Oid			typid;
+	int32		typmod;
+
+	typenameTypeIdAndMod(NULL, def->typeName, &typid, &typmod);
+	return typid == INT8OID;
+}
+
+/* Is the relation one of fence's own (registry, counter, logs)? */
+static bool
+is_fence_relation(FenceTriggerFns *fns, Oid relid)
+{
+	static const char *const names[] = {"fence_token_seq", "fence_claims",
+	"fence_protected", "fence_audit_log"};
+	size_t		i;
+
+	for (i = 0; i < lengthof(names); i++)
+		if (OidIsValid(relid) && relid == get_relname_relid(names[i], fns->nspid))
+			return true;
+	return false;
+}
+
+static void
+refuse_fence_relation(Oid relid)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_DDL_REFUSED),
+			 errmsg("cannot alter fence's own relation \"%s\"",
+					fence_rel_display_name(relid)),
+			 errdetail("fence finds its relations by name, and every token must stay above every token issued before it.")));
+}
+
+/*
+ * Does the relation (its whole tree) hold no row?  Read with the latest
+ * snapshot (the caller has just waited for its lock, and rows committed
+ * meanwhile count), as the table's owner with row-level security off: a
+ * policy that hides rows must not make a table look empty.
+ */
+static bool
+rel_is_empty(Oid relid)
+{
+	bool		empty;
+	SPIPlanPtr	plan;
+	Oid			save_userid;
+	int			save_sec_context;
+	int			ret;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(fence_rel_owner(relid),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_NOFORCE_RLS);
+	plan = SPI_prepare(psprintf("SELECT FROM %s LIMIT 1", fence_rel_query_name(relid)),
+					   0, NULL);
+	ret = plan ? SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
+									  InvalidSnapshot, true, false, 1) : SPI_ERROR_ARGUMENT;
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "could not read relation %u", relid);
+	empty = (SPI_processed == 0);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return empty;
+}
+
+/*
+ * A table entering a protected tree (ATTACH PARTITION, INHERIT) brings
+ * rows no token checked, unless it is empty or already protected the same
+ * way.
+ */
+static void
+check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
+			   const char *mode, const char *command, bool attach)
+{
+	char	   *child_column;
+	char	   *child_mode;
+
+	/* A foreign table is refused at the end of the command (42809). */
+	if (!OidIsValid(child) || get_rel_relkind(child) == RELKIND_FOREIGN_TABLE)
+		return;
+	/*
+	 * The command itself locks the table this way, but only after this
+	 * check: lock it first, so that no row can arrive between the check and
+	 * the attach.
+	 */
+	LockRelationOid(child, AccessExclusiveLock);
+	if (fence_registry_lookup(fns, child, &child_column, &child_mode) &&
+		strcmp(child_column, column) == 0 && strcmp(child_mode, mode) == 0)
+	{
+		char	   *tgname;
+
+		/*
+		 * A partition gets the parent's guard as a clone, which would clash
+		 * with the table's own: drop that one (the clone replaces it in the
+		 * same command, and the table's TRUNCATE refusal stays).
+		 */
+		if (attach && fence_rel_trigger(child, fns->guard_fn, NULL, &tgname))
+			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
+											quote_identifier(tgname),
+											fence_rel_query_name(child)));
+		return;
+	}
+	if (get_rel_persistence(child) == RELPERSISTENCE_UNLOGGED)
+		refuse(fns, parent, command,
+			   psprintf("Table \"%s\" is unlogged: a crash would lose writes that fence accepted.",
+						fence_rel_display_name(child)));
+	if (rel_is_empty(child))
+		return;
+	refuse(fns, parent, command,
+		   psprintf("Table \"%s\" has rows that no fencing token checked; only an empty table, or one protected with the same epoch column and mode, may join a protected table.",
+					fence_rel_display_name(child)));
+}
+
+static void
+check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
+{
+	Oid			relid = rangevar_relid(stmt->relation);
+	char	   *column = NULL;
+	char	   *mode = NULL;
+	bool		protected;
+	ListCell   *lc;
+
+	if (!OidIsValid(relid))
+		return;
+	if (relid == get_relname_relid("fence_token_seq", fns->nspid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_DDL_REFUSED),
+				 errmsg("cannot alter fence's token counter"),
+				 errdetail("Every token must stay above every token issued before it.")));
+	protected = fence_registry_lookup(fns, relid, &column, &mode);
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+
+		if (cmd->subtype == AT_AddInherit)
+		{
+			Oid			parent = rangevar_relid((RangeVar *) cmd->def);
+			char	   *pcolumn;
+			char	   *pmode;
+
+			if (OidIsValid(parent) &&
+				fence_registry_lookup(fns, parent, &pcolumn, &pmode))
+				check_incoming(fns, parent, relid, pcolumn, pmode, "INHERIT", false);
+			continue;
+		}
+		if (!protected)
+			continue;
+
+		switch (cmd->subtype)
+		{
+			case AT_DisableTrig:
+				if (is_fence_trigger(fns, relid, cmd->name))
+					refuse(fns, relid, "DISABLE TRIGGER",
+						   "Writes would then go through without a fencing token.");
+				break;
+			case AT_DisableTrigAll:
+				refuse(fns, relid, "DISABLE TRIGGER ALL",
+					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
+				break;
+			case AT_DisableTrigUser:
+				refuse(fns, relid, "DISABLE TRIGGER USER",
+					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
+				break;
+			case AT_EnableTrig:
+			case AT_EnableReplicaTrig:
+				if (is_fence_trigger(fns, relid, cmd->name))
+					refuse(fns, relid,
+						   cmd->subtype == AT_EnableTrig ? "ENABLE TRIGGER" : "ENABLE REPLICA TRIGGER",
+						   "fence's triggers are ENABLE ALWAYS; otherwise they do not fire for some values of session_replication_role.");
+				break;
+			case AT_AlterColumnType:
+				if (((ColumnDef *) cmd->def)->raw_default != NULL)
+					refuse(fns, relid, "ALTER COLUMN ... TYPE ... USING",
+						   "It rewrites stored values without a fencing token.");
+				else if (strcmp(cmd->name, column) == 0 &&
+						 !is_bigint_type((ColumnDef *) cmd->def))
+					refuse(fns, relid, "ALTER COLUMN ... TYPE on the epoch column",
+						   "The epoch column must stay bigint.");
+				break;
+			case AT_AddIdentity:
+			case AT_SetIdentity:
+				if (strcmp(cmd->name, column) == 0)
+					refuse(fns, relid, "ADD/SET GENERATED ... AS IDENTITY on the epoch column",
+						   "It would stamp rows with an epoch no token vouched for.");
+				break;
+			case AT_SetUnLogged:
+				refuse(fns, relid, "SET UNLOGGED",
+					   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
+				break;
+			case AT_DropColumn:
+				if (strcmp(cmd->name, column) == 0)
+					refuse(fns, relid, "DROP COLUMN on the epoch column",
+						   "Every row would forget which execution wrote it last.");
+				break;
+			case AT_ColumnDefault:
+				if (strcmp(cmd->name, column) == 0 && cmd->def != NULL &&
+					!is_zero_or_null(cmd->def))
+					refuse(fns, relid, "SET DEFAULT on the epoch column",
+						   "A default other than 0 or NULL would stamp rows with an epoch no token vouched for.");
+				break;
+			case AT_AttachPartition:
+				check_incoming(fns, relid,
+							   rangevar_relid(((PartitionCmd *) cmd->def)->name),
+							   column, mode, "ATTACH PARTITION", true);
+				break;
+			default:
+				break;
+		}
+	}
+}
+
+static void
+check_rename(FenceTriggerFns *fns, RenameStmt *stmt)
+{
+	Oid			relid;
+	char	   *column;
+
+	if ((stmt->renameType == OBJECT_TABLE || stmt->renameType == OBJECT_SEQUENCE ||
+		 stmt->renameType == OBJECT_COLUMN || stmt->renameType == OBJECT_INDEX) &&
+		stmt->relation != NULL &&
+		is_fence_relation(fns, rangevar_relid(stmt->relation)))
+		refuse_fence_relation(rangevar_relid(stmt->relation));
+
+	switch (stmt->renameType)
+	{
+		case OBJECT_TRIGGER:
+			relid = rangevar_relid(stmt->relation);
+			if (is_fence_trigger(fns, relid, stmt->subname))
+				refuse(fns, relid, "ALTER TRIGGER ... RENAME",
+					   "fence's triggers keep their names, so that they fire last.");
+			break;
+		case OBJECT_COLUMN:
+			relid = rangevar_relid(stmt->relation);
+			if (OidIsValid(relid) &&
+				fence_registry_lookup(fns, relid, &column, NULL) &&
+				strcmp(stmt->subname, column) == 0)
+				refuse(fns, relid, "RENAME COLUMN on the epoch column",
+					   "The guard finds the epoch column by its name.");
+			break;
+		default:
+			break;
+	}
+}
+
+/* Is the CREATE TRIGGER of fence's function exactly what fence creates? */
+static bool
+trigger_is_canonical(FenceTriggerFns *fns, CreateTrigStmt *stmt, Oid fnoid,
+					 Oid relid)
+{
+	if (stmt->whenClause != NULL || stmt->columns != NIL || stmt->isconstraint ||
+		stmt->transitionRels != NIL || stmt->timing != TRIGGER_TYPE_BEFORE)
+		return false;
+	if (fnoid == fns->refuse_truncate_fn)
+		return strcmp(stmt->trigname, FENCE_TRUNCATE_TRIGGER) == 0 &&
+			!stmt->row && stmt->events == TRIGGER_TYPE_TRUNCATE &&
+			stmt->args == NIL;
+
+	if (strcmp(stmt->trigname, FENCE_GUARD_TRIGGER) != 0 || !stmt->row ||
+		stmt->events != (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE) ||
+		list_length(stmt->args) > 2)
+		return false;
+	if (list_length(stmt->args) >= 1)
+	{
+		AttrNumber	attnum = get_attnum(relid, strVal(linitial(stmt->args)));
+
+		if (attnum <= 0 || get_atttype(relid, attnum) != INT8OID)
+			return false;
+	}
+	if (list_length(stmt->args) == 2)
+	{
+		const char *mode = strVal(lsecond(stmt->args));
+
+		if (strcmp(mode, "strict") != 0 && strcmp(mode, "repeat") != 0 &&
+			strcmp(mode, "shared") != 0)
+			return false;
+	}
+	return true;
+}
+
+static void
+check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
+{
+	Oid			relid = rangevar_relid(stmt->relation);
+	Oid			fnoid;
+	bool		fence_fn;
+
+	if (!OidIsValid(relid))
+		return;
+	fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
+	fence_fn = (fnoid == fns->guard_fn || fnoid == fns->refuse_truncate_fn);
+
+	if (stmt->replace && is_fence_trigger(fns, relid, stmt->trigname))
+		refuse(fns, relid, "CREATE OR REPLACE TRIGGER",
+			   "It would replace one of fence's triggers.");
+	if (fence_fn && !trigger_is_canonical(fns, stmt, fnoid, relid))
+		refuse_with(fns, relid, "CREATE TRIGGER",
+					psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
+							 stmt->trigname, get_func_name(fnoid),
+							 fence_rel_display_name(relid)),
+					"A trigger calling fence's functions must be the one fence_protect() creates: "
+			   "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW with no WHEN clause or column list, "
+			   "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
+	if ((fence_fn || fence_registry_lookup(fns, relid, NULL, NULL)) &&
+		!fence_may_manage(relid))
+		refuse(fns, relid, "CREATE TRIGGER",
+			   "Only the table's owner or a superuser may create triggers on a protected table: "
+			   "a BEFORE trigger runs before the guard's check and can change the row.");
+
+	/*
+	 * The canonical trigger replaces fence's own of the same name and kind.
+	 * A restore creates the guard, which protects the tree and so gives
+	 * every member its TRUNCATE refusal (and a legacy child its guard), and
+	 * then creates those very triggers from the dump: each must take the
+	 * place of the one fence made.  (A partition's guard is the parent's
+	 * clone and cannot be replaced; PostgreSQL refuses that itself.)
+	 */
+	if (fence_fn && !stmt->replace &&
+		!(fnoid == fns->guard_fn && get_rel_relispartition(relid)))
+	{
+		char	   *tgname;
+
+		if (fence_rel_trigger(relid, fnoid, NULL, &tgname) &&
+			strcmp(tgname, stmt->trigname) == 0)
+			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
+											quote_identifier(tgname),
+											fence_rel_query_name(relid)));
+	}
+}
+
+static void
+check_drop(FenceTriggerFns *fns, DropStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (stmt->removeType == OBJECT_TRIGGER)
+	{
+		foreach(lc, stmt->objects)
+		{
+			List	   *names = (List *) lfirst(lc);
+			List	   *relnames;
+			Oid			relid;
+
+			if (list_length(names) < 2)
+				continue;
+			relnames = list_truncate(list_copy(names), list_length(names) - 1);
+			relid = rangevar_relid(makeRangeVarFromNameList(relnames));
+			if (is_fence_trigger(fns, relid, strVal(llast(names))))
+				refuse(fns, relid, "DROP TRIGGER",
+					   "Writes would then go through without a fencing token.");
+		}
+	}
+	else if (stmt->removeType == OBJECT_SCHEMA)
+	{
+		foreach(lc, stmt->objects)
+		{
+			if (get_namespace_oid(strVal(lfirst(lc)), true) == fns->nspid &&
+				stmt->behavior == DROP_CASCADE && fence_registry_any(fns))
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCE_DDL_REFUSED),
+						 errmsg("cannot drop schema \"%s\", which holds extension fence, while tables are protected",
+								strVal(lfirst(lc))),
+						 errdetail("Dropping it would drop the extension: every guard, and the token counter."),
+						 errhint("Run fence_unprotect() on each table in fence_protected first.")));
+		}
+	}
+	else if (stmt->removeType == OBJECT_EXTENSION)
+	{
+		foreach(lc, stmt->objects)
+		{
+			if (strcmp(strVal(lfirst(lc)), "fence") == 0 &&
+				fence_registry_any(fns))
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCE_DDL_REFUSED),
+						 errmsg("cannot drop extension fence while tables are protected"),
+						 errdetail("Dropping it would drop every guard and restart the token counter at 1."),
+						 errhint("Run fence_unprotect() on each table in fence_protected first.")));
+		}
+	}
+}
+
+static void
+check_create_table(FenceTriggerFns *fns, CreateStmt *stmt)
+{
+	ListCell   *lc;
+
+	if (stmt->relation->relpersistence != RELPERSISTENCE_UNLOGGED)
+		return;
+	foreach(lc, stmt->inhRelations)
+	{
+		Oid			parent = rangevar_relid((RangeVar *) lfirst(lc));
+
+		if (OidIsValid(parent) && fence_registry_lookup(fns, parent, NULL, NULL))
+			refuse(fns, parent,
+				   stmt->partbound ? "CREATE UNLOGGED TABLE ... PARTITION OF" :
+				   "CREATE UNLOGGED TABLE ... INHERITS",
+				   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
+	}
+}
+
+/*
+ * fence_ddl_command_start() returns event_trigger
+ */
+Datum
+fence_ddl_command_start(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
+	FenceTriggerFns fns;
+	Node	   *parsetree;
+	ListCell   *lc;
+
+	check_called_as_event_trigger(fcinfo, "fence_ddl_command_start");
+	if (in_fence_script() || fence_internal_ddl_active())
 		PG_RETURN_VOID();
 
+	parsetree = trigdata->parsetree;
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+		case T_RenameStmt:
+		case T_CreateTrigStmt:
+		case T_DropStmt:
+		case T_RuleStmt:
+		case T_CreateStmt:
+		case T_CreateSchemaStmt:
+		case T_AlterSeqStmt:
+		case T_AlterObjectSchemaStmt:
+			break;
+		default:
+			PG_RETURN_VOID();
+	}
 	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
 
-	/* The list outlives the SPI connection: build it in our context. */
-	oldcxt = CurrentMemoryContext;
+	switch (nodeTag(parsetree))
+	{
+		case T_AlterTableStmt:
+			check_alter_table(&fns, (AlterTableStmt *) parsetree);
+			break;
+		case T_RenameStmt:
+			check_rename(&fns, (RenameStmt *) parsetree);
+			break;
+		case T_CreateTrigStmt:
+			check_create_trigger(&fns, (CreateTrigStmt *) parsetree);
+			break;
+		case T_DropStmt:
+			check_drop(&fns, (DropStmt *) parsetree);
+			break;
+		case T_RuleStmt:
+			{
+				Oid			relid = rangevar_relid(((RuleStmt *) parsetree)->relation);
+
+				if (OidIsValid(relid) && fence_registry_lookup(&fns, relid, NULL, NULL))
+					refuse(&fns, relid, "CREATE RULE",
+						   "A rule can rewrite a write into one the guard never sees, and the writer is told it succeeded.");
+			}
+			break;
+		case T_CreateStmt:
+			check_create_table(&fns, (CreateStmt *) parsetree);
+			break;
+		case T_CreateSchemaStmt:
+			foreach(lc, ((CreateSchemaStmt *) parsetree)->schemaElts)
+				if (IsA(lfirst(lc), CreateStmt))
+					check_create_table(&fns, (CreateStmt *) lfirst(lc));
+			break;
+		case T_AlterSeqStmt:
+			if (rangevar_relid(((AlterSeqStmt *) parsetree)->sequence) ==
+				get_relname_relid("fence_token_seq", fns.nspid))
+				ereport(ERROR,
+						(errcode(ERRCODE_FENCE_DDL_REFUSED),
+						 errmsg("cannot alter fence's token counter"),
+						 errdetail("Every token must stay above every token issued before it.")));
+			break;
+		case T_AlterObjectSchemaStmt:
+			{
+				AlterObjectSchemaStmt *stmt = (AlterObjectSchemaStmt *) parsetree;
+
+				if (stmt->relation != NULL &&
+					is_fence_relation(&fns, rangevar_relid(stmt->relation)))
+					refuse_fence_relation(rangevar_relid(stmt->relation));
+			}
+			break;
+		default:
+			break;
+	}
+	PG_RETURN_VOID();
+}
+
+/* The relations a command created or altered (pg_event_trigger_ddl_commands). */
+static List *
+command_relids(void)
+{
+	MemoryContext callercxt = CurrentMemoryContext;
+	List	   *relids = NIL;
+	uint64		i;
+
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	if (SPI_execute("SELECT DISTINCT c.objid"
@@ -411,7 +725,7 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 
 		if (!isnull)
 		{
-			MemoryContext spicxt = MemoryContextSwitchTo(oldcxt);
+			MemoryContext spicxt = MemoryContextSwitchTo(callercxt);
 
 			relids = lappend_oid(relids, DatumGetObjectId(objid));
 			MemoryContextSwitchTo(spicxt);
@@ -419,18 +733,379 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
+	return relids;
+}
+
+/*
+ * The direct parents of a relation (partition parent or inheritance).  Not
+ * read-only: the command's own catalog rows must be visible, and the
+ * active snapshot predates them.
+ */
+static List *
+rel_parents(Oid relid)
+{
+	MemoryContext callercxt = CurrentMemoryContext;
+	List	   *parents = NIL;
+	Oid			argtypes[1] = {OIDOID};
+	Datum		values[1];
+	uint64		i;
+
+	values[0] = ObjectIdGetDatum(relid);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute_with_args("SELECT i.inhparent FROM pg_catalog.pg_inherits i"
+							  " WHERE i.inhrelid OPERATOR(pg_catalog.=) $1",
+							  1, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read pg_inherits");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		parent = SPI_getbinval(SPI_tuptable->vals[i],
+										   SPI_tuptable->tupdesc, 1, &isnull);
+		MemoryContext spicxt = MemoryContextSwitchTo(callercxt);
+
+		parents = lappend_oid(parents, DatumGetObjectId(parent));
+		MemoryContextSwitchTo(spicxt);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return parents;
+}
+
+/* A relation created as a child of a protected one is protected the same way. */
+static void
+protect_new_children(FenceTriggerFns *fns)
+{
+	List	   *relids = command_relids();
+	ListCell   *lc;
 
 	foreach(lc, relids)
 	{
 		Oid			relid = lfirst_oid(lc);
 		char		relkind = get_rel_relkind(relid);
+		ListCell   *plc;
 
-		/* Dropped again by a later subcommand, or not a table. */
 		if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
 			relkind != RELKIND_FOREIGN_TABLE)
 			continue;
-		if (rel_has_fence_trigger(relid, fns.guard_fn, NULL))
-			cover_truncate(&fns, relid, adds_members);
+		foreach(plc, rel_parents(relid))
+		{
+			char	   *column;
+			char	   *mode;
+
+			if (fence_registry_lookup(fns, lfirst_oid(plc), &column, &mode))
+			{
+				fence_protect_tree(fns, relid, column, mode);
+				break;
+			}
+		}
 	}
+}
+
+/* A table joined or left a protected tree: protect its tree, and record it. */
+static void
+protect_and_record(FenceTriggerFns *fns, Oid relid, const char *column,
+				   const char *mode, const char *action, const char *detail)
+{
+	fence_protect_tree(fns, relid, column, mode);
+	fence_audit(fns, action, relid, NULL, detail, NULL);
+}
+
+static void
+end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
+{
+	Oid			relid = rangevar_relid(stmt->relation);
+	char	   *column = NULL;
+	char	   *mode = NULL;
+	bool		protected;
+	ListCell   *lc;
+
+	if (!OidIsValid(relid))
+		return;
+	protected = fence_registry_lookup(fns, relid, &column, &mode);
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+		Oid			child;
+
+		switch (cmd->subtype)
+		{
+			case AT_AttachPartition:
+				child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
+				if (protected && OidIsValid(child))
+					protect_and_record(fns, child, column, mode, "attach",
+									   psprintf("ATTACH PARTITION to %s",
+												fence_rel_query_name(relid)));
+				break;
+			case AT_DetachPartition:
+				{
+					char	   *ccolumn;
+					char	   *cmode;
+
+					child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
+					/* DETACH dropped the cloned guard: the data keeps its protection. */
+					if (OidIsValid(child) &&
+						fence_registry_lookup(fns, child, &ccolumn, &cmode))
+						protect_and_record(fns, child, ccolumn, cmode, "detach",
+										   psprintf("DETACH PARTITION from %s",
+													fence_rel_query_name(relid)));
+				}
+				break;
+			case AT_AddInherit:
+				{
+					Oid			parent = rangevar_relid((RangeVar *) cmd->def);
+					char	   *pcolumn;
+					char	   *pmode;
+
+					if (OidIsValid(parent) &&
+						fence_registry_lookup(fns, parent, &pcolumn, &pmode))
+						protect_and_record(fns, relid, pcolumn, pmode, "attach",
+										   psprintf("INHERIT %s",
+													fence_rel_query_name(parent)));
+				}
+				break;
+			case AT_EnableTrigAll:
+			case AT_EnableTrigUser:
+				if (protected)
+					fence_heal_triggers(fns, relid);
+				break;
+			default:
+				break;
+		}
+	}
+}
+
+/*
+ * The canonical CREATE TRIGGER of the guard protects its table's tree, as
+ * fence_protect() would: registry rows, a guard for each legacy child, a
+ * TRUNCATE refusal for every member (check_create_trigger explains how a
+ * restore's own CREATE TRIGGERs of those then take their place).
+ */
+static void
+end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
+{
+	Oid			relid = rangevar_relid(stmt->relation);
+	Oid			fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
+	const char *column = "writer_epoch";
+	const char *mode = "strict";
+
+	/* A declared odd trigger of fence's function protects nothing. */
+	if (!OidIsValid(relid) || fnoid != fns->guard_fn ||
+		!trigger_is_canonical(fns, stmt, fnoid, relid))
+		return;
+	if (list_length(stmt->args) >= 1)
+		column = strVal(linitial(stmt->args));
+	if (list_length(stmt->args) >= 2)
+		mode = strVal(lsecond(stmt->args));
+	fence_protect_tree(fns, relid, column, mode);
+	fence_heal_triggers(fns, relid);
+	fence_audit(fns, "protect", relid, NULL,
+				psprintf("CREATE TRIGGER %s (%s, %s)", FENCE_GUARD_TRIGGER,
+						 quote_literal_cstr(column), quote_literal_cstr(mode)),
+				NULL);
+}
+
+/* A protected relation renamed, or moved to another schema: recorded. */
+static void
+end_rename(FenceTriggerFns *fns, const char *command)
+{
+	ListCell   *lc;
+
+	foreach(lc, command_relids())
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		if (fence_registry_lookup(fns, relid, NULL, NULL))
+			fence_audit(fns, "rename", relid, NULL, command, NULL);
+	}
+}
+
+/*
+ * fence_ddl_command_end() returns event_trigger
+ */
+Datum
+fence_ddl_command_end(PG_FUNCTION_ARGS)
+{
+	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
+	FenceTriggerFns fns;
+	Node	   *parsetree;
+
+	check_called_as_event_trigger(fcinfo, "fence_ddl_command_end");
+	if (in_fence_script() || fence_internal_ddl_active())
+		PG_RETURN_VOID();
+
+	parsetree = trigdata->parsetree;
+	switch (nodeTag(parsetree))
+	{
+		case T_CreateStmt:
+		case T_CreateForeignTableStmt:
+		case T_CreateSchemaStmt:
+			fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+			protect_new_children(&fns);
+			break;
+		case T_AlterTableStmt:
+			fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+			end_alter_table(&fns, (AlterTableStmt *) parsetree);
+			break;
+		case T_CreateTrigStmt:
+			fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+			end_create_trigger(&fns, (CreateTrigStmt *) parsetree);
+			break;
+		case T_RenameStmt:
+			if (((RenameStmt *) parsetree)->renameType == OBJECT_TABLE)
+			{
+				fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+				end_rename(&fns, psprintf("RENAME TO %s",
+										  quote_identifier(((RenameStmt *) parsetree)->newname)));
+			}
+			break;
+		case T_AlterObjectSchemaStmt:
+			if (((AlterObjectSchemaStmt *) parsetree)->objectType == OBJECT_TABLE)
+			{
+				fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+				end_rename(&fns, psprintf("SET SCHEMA %s",
+										  quote_identifier(((AlterObjectSchemaStmt *) parsetree)->newschema)));
+			}
+			break;
+		default:
+			break;
+	}
+	PG_RETURN_VOID();
+}
+
+/*
+ * fence_sql_drop() returns event_trigger
+ *
+ * A dropped protected relation leaves the registry, recorded.
+ */
+Datum
+fence_sql_drop(PG_FUNCTION_ARGS)
+{
+	FenceTriggerFns fns;
+	MemoryContext callercxt = CurrentMemoryContext;
+	List	   *relids = NIL;
+	List	   *names = NIL;
+	uint64		i;
+	int			j;
+
+	check_called_as_event_trigger(fcinfo, "fence_sql_drop");
+	if (in_fence_script())
+		PG_RETURN_VOID();
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("SELECT d.objid, d.object_identity"
+					"  FROM pg_catalog.pg_event_trigger_dropped_objects() d"
+					" WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+					"   AND d.objsubid OPERATOR(pg_catalog.=) 0"
+					"   AND d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['table', 'foreign table'])",
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the dropped objects");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		objid = SPI_getbinval(SPI_tuptable->vals[i],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2);
+		MemoryContext spicxt = MemoryContextSwitchTo(callercxt);
+
+		relids = lappend_oid(relids, DatumGetObjectId(objid));
+		names = lappend(names, pstrdup(name ? name : ""));
+		MemoryContextSwitchTo(spicxt);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+
+	for (j = 0; j < list_length(relids); j++)
+	{
+		Oid			relid = list_nth_oid(relids, j);
+
+		if (fence_registry_lookup(&fns, relid, NULL, NULL))
+		{
+			fence_registry_forget(&fns, relid);
+			fence_audit(&fns, "drop", InvalidOid, (char *) list_nth(names, j),
+						"DROP", NULL);
+		}
+	}
+	PG_RETURN_VOID();
+}
+
+/*
+ * fence_table_rewrite() returns event_trigger
+ *
+ * ALTER TABLE is about to rewrite a protected table.  A rewrite because a
+ * column changes type converts every stored value with no token (numeric
+ * rounds, timestamp loses its time): refused unless declared.  Other
+ * rewrites (a volatile default for a new column, SET LOGGED, SET ACCESS
+ * METHOD) change no stored value and go through; SET UNLOGGED was refused
+ * at the start.  A change of type that needs no rewrite (varchar(10) to
+ * varchar(20)) never gets here.
+ */
+Datum
+fence_table_rewrite(PG_FUNCTION_ARGS)
+{
+	FenceTriggerFns fns;
+	Oid			relid;
+	int			reason;
+
+	check_called_as_event_trigger(fcinfo, "fence_table_rewrite");
+	if (in_fence_script() || fence_internal_ddl_active())
+		PG_RETURN_VOID();
+	relid = DatumGetObjectId(DirectFunctionCall1(pg_event_trigger_table_rewrite_oid,
+												 (Datum) 0));
+	reason = DatumGetInt32(DirectFunctionCall1(pg_event_trigger_table_rewrite_reason,
+											   (Datum) 0));
+	if ((reason & AT_REWRITE_COLUMN_REWRITE) == 0)
+		PG_RETURN_VOID();
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	if (fence_registry_lookup(&fns, relid, NULL, NULL))
+		refuse(&fns, relid, "ALTER COLUMN ... TYPE that rewrites the table",
+			   "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
+	PG_RETURN_VOID();
+}
+
+/*
+ * fence_allow_ddl(tbl regclass, reason text) returns void
+ *
+ * Declare, for the rest of this transaction, DDL on a protected table that
+ * fence would otherwise refuse.  Its owners and superusers may; it is
+ * recorded with the reason.
+ */
+Datum
+fence_allow_ddl(PG_FUNCTION_ARGS)
+{
+	FenceTriggerFns fns;
+	Oid			relid;
+	char	   *reason;
+
+	fence_require_arg(fcinfo, 0, "table");
+	fence_require_arg(fcinfo, 1, "reason");
+	relid = PG_GETARG_OID(0);
+	reason = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (reason[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reason must not be empty"),
+				 errdetail("The reason is recorded in fence_audit_log for whoever reads it later.")));
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	if (!fence_may_manage(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
+	if (!fence_registry_lookup(&fns, relid, NULL, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table %s is not protected by fence",
+						fence_rel_display_name(relid))));
+
+	fence_xact_allow_ddl(relid);
+	fence_audit(&fns, "allow_ddl", relid, NULL, "fence_allow_ddl", reason);
+	if (!IsTransactionBlock())
+		ereport(WARNING,
+				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+				 errmsg("fence_allow_ddl outside a transaction block declares DDL for this statement only"),
+				 errhint("Call fence_allow_ddl after BEGIN, in the transaction that runs the DDL.")));
 	PG_RETURN_VOID();
 }

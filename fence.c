@@ -24,13 +24,12 @@
 #include "access/relation.h"
 #include "access/table.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "nodes/value.h"
-#include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/guc.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -54,6 +53,20 @@ static void fence_catalog_invalidate(Datum arg, Oid relid);
 void
 _PG_init(void)
 {
+	DefineCustomBoolVariable("fence.allow_ddl",
+							 "Lets this session run DDL that fence refuses on protected tables.",
+							 "Each table it lets DDL through for is recorded in fence_audit_log. "
+							 "Only superusers may set it (for restore tools); others use fence_allow_ddl().",
+							 &fence_allow_ddl_setting,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+#if PG_VERSION_NUM >= 150000
+	MarkGUCPrefixReserved("fence");
+#else
+	EmitWarningsOnPlaceholders("fence");
+#endif
 	fence_xact_init();
 	CacheRegisterRelcacheCallback(fence_catalog_invalidate, (Datum) 0);
 }
@@ -100,21 +113,25 @@ fence_lookup_relation(Oid nspid, const char *relname, char relkind)
 	return relid;
 }
 
-/* A trigger function of fence's, taking no arguments, in its schema. */
+/*
+ * A trigger function of fence's, taking no arguments, in its schema.  Found
+ * by the schema's OID in the catalog, so that no USAGE on the schema is
+ * needed: the event triggers run for every role's DDL.
+ */
 Oid
-fence_lookup_function(const char *nspname, const char *fnname)
+fence_lookup_function(Oid nspid, const char *fnname)
 {
-	List	   *names = list_make1(makeString(pstrdup(nspname)));
-	Oid			fnoid;
-
-	names = lappend(names, makeString(pstrdup(fnname)));
-	fnoid = LookupFuncName(names, 0, NULL, true);
+	oidvector  *noargs = buildoidvector(NULL, 0);
+	Oid			fnoid = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+										CStringGetDatum(fnname),
+										PointerGetDatum(noargs),
+										ObjectIdGetDatum(nspid));
 
 	if (!OidIsValid(fnoid))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_FUNCTION),
 				 errmsg("function %s.%s() of extension \"fence\" does not exist",
-						nspname, fnname),
+						get_namespace_name(nspid), fnname),
 				 errhint("Reinstall the extension with DROP EXTENSION fence and CREATE EXTENSION fence.")));
 	return fnoid;
 }
@@ -245,6 +262,16 @@ fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode)
 	}
 }
 
+/* An argument that must not be NULL (22004), named in the message. */
+void
+fence_require_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+}
+
 /*
  * The job argument: not NULL, not empty, short enough to be a btree key.
  * Returns it as a C string in the current memory context.
@@ -255,10 +282,7 @@ fence_job_arg(FunctionCallInfo fcinfo, int argno)
 	text	   *job;
 	int			len;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("job must not be null")));
+	fence_require_arg(fcinfo, argno, "job");
 	job = PG_GETARG_TEXT_PP(argno);
 	len = VARSIZE_ANY_EXHDR(job);
 	if (len == 0)
@@ -280,10 +304,7 @@ fence_token_arg(FunctionCallInfo fcinfo, int argno)
 {
 	int64		token;
 
-	if (PG_ARGISNULL(argno))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("token must not be null")));
+	fence_require_arg(fcinfo, argno, "token");
 	token = PG_GETARG_INT64(argno);
 	if (token <= 0)
 		ereport(ERROR,

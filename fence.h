@@ -18,13 +18,19 @@
  *				tokens already validated and locked, kept correct across
  *				savepoints and catalog rebuilds
  *	guard.c		the fence_guard() row trigger and the TRUNCATE refusal
- *	ddl.c		fence_protect() and the ddl_command_end event trigger that
- *				covers new partitions of protected tables with the TRUNCATE
- *				refusal, and refuses foreign-table partitions
+ *	protect.c	the registry of protected relations (fence_protected),
+ *				fence_protect(), fence_unprotect(), and the triggers that
+ *				carry protection across a partition or inheritance tree
+ *	ddl.c		the event triggers: DDL that would disarm a protected
+ *				relation is refused unless declared (fence_allow_ddl, the
+ *				fence.allow_ddl setting); protection follows the data
+ *				through CREATE ... PARTITION OF, ATTACH, DETACH and DROP
+ *	audit.c		the audit log, fence_audit_log
  *
- * Calls go one way: guard.c and ddl.c call token.c and claims.c, which call
- * xact.c and fence.c.  (token.c reads the registry through claims.c, and
- * claims.c takes token locks through token.c: the two are one layer.)
+ * Calls go one way: guard.c and ddl.c call token.c, claims.c and
+ * protect.c, which call audit.c, xact.c and fence.c.  (token.c reads the
+ * registry through claims.c, and claims.c takes token locks through
+ * token.c: the two are one layer.)
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -49,6 +55,11 @@
 #define ERRCODE_FENCE_NO_TOKEN		MAKE_SQLSTATE('5','F','0','0','3')
 #define ERRCODE_FENCE_INVALID_TOKEN MAKE_SQLSTATE('5','F','0','0','4')
 #define ERRCODE_FENCE_TRUNCATE		MAKE_SQLSTATE('5','F','0','0','5')
+#define ERRCODE_FENCE_DDL_REFUSED	MAKE_SQLSTATE('5','F','0','0','6')
+
+/* The names fence gives its triggers: "zz_" sorts, and so fires, last. */
+#define FENCE_GUARD_TRIGGER		"zz_fence_guard"
+#define FENCE_TRUNCATE_TRIGGER	"zz_fence_truncate"
 
 /* The hint every fenced write carries. */
 #define FENCE_STOP_HINT \
@@ -89,7 +100,9 @@ typedef struct FenceCatalog
 /* fence.c */
 extern FenceCatalog *fence_catalog(Oid fn_oid);
 extern Relation fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode);
-extern Oid	fence_lookup_function(const char *nspname, const char *fnname);
+extern Oid	fence_lookup_function(Oid nspid, const char *fnname);
+extern void fence_require_arg(FunctionCallInfo fcinfo, int argno,
+							  const char *name);
 extern char *fence_job_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 fence_token_arg(FunctionCallInfo fcinfo, int argno);
 extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
@@ -114,11 +127,57 @@ extern bool token_try_lock_for_takeover(int64 token);
 extern bool token_try_lock_job_for_claim(const char *job);
 extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
 									const char *job,
-									bool never_issued_is_invalid);
+									bool for_guard);
 extern void token_report_not_current(FenceCatalog *cat, int64 token,
 									 const char *job) pg_attribute_noreturn();
 
+/* fence's trigger functions and schema (protect.c) */
+typedef struct FenceTriggerFns
+{
+	Oid			nspid;
+	char	   *nspname;
+	Oid			guard_fn;		/* fence_guard() */
+	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
+} FenceTriggerFns;
+
+/* protect.c */
+extern void fence_trigger_fns(Oid fn_oid, FenceTriggerFns *fns);
+extern char *fence_rel_query_name(Oid relid);
+extern char *fence_rel_display_name(Oid relid);
+extern bool fence_rel_trigger(Oid relid, Oid fnoid, char *tgenabled,
+							  char **tgname);
+extern Oid	fence_rel_owner(Oid relid);
+extern bool fence_may_manage(Oid relid);
+extern bool fence_internal_ddl_active(void);
+extern void fence_run_internal_ddl(const char *sql);
+extern int	fence_spi_as_owner(FenceTriggerFns *fns, const char *table,
+							   const char *sql, int nargs,
+							   const char *const *args);
+extern bool fence_registry_lookup(FenceTriggerFns *fns, Oid relid,
+								  char **column, char **mode);
+extern bool fence_registry_any(FenceTriggerFns *fns);
+extern void fence_registry_forget(FenceTriggerFns *fns, Oid relid);
+extern void fence_protect_tree(FenceTriggerFns *fns, Oid relid,
+							   const char *column, const char *mode);
+extern void fence_cover_truncate(FenceTriggerFns *fns, Oid relid,
+								 bool create_missing);
+extern void fence_heal_triggers(FenceTriggerFns *fns, Oid relid);
+
+/* ddl.c */
+extern bool fence_allow_ddl_setting;
+
+/* audit.c */
+extern void fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,
+						const char *relname, const char *detail,
+						const char *reason);
+
 /* xact.c */
+extern void fence_xact_allow_ddl(Oid relid);
+extern bool fence_xact_ddl_allowed(Oid relid);
+extern bool fence_xact_setting_recorded(Oid relid);
+extern void fence_xact_note_setting_recorded(Oid relid);
+extern void fence_xact_note_issued(int64 token, const char *job);
+extern bool fence_xact_issued_in_statement(int64 token, const char **job);
 extern void fence_xact_init(void);
 extern void fence_xact_note_lock(void);
 extern bool fence_xact_token_validated(int64 token, uint64 generation,

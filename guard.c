@@ -361,9 +361,24 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
  * later rows find the answer in xact.c and compare one number.
  */
 static void
-guard_ask_arbiter(FunctionCallInfo fcinfo, GuardWrite *w)
+guard_ask_arbiter(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardWrite *w)
 {
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	const char *minted_job;
+
+	/*
+	 * A token this transaction claimed during the very statement being
+	 * guarded cannot vouch for it: a BEFORE trigger that claims a job and
+	 * writes the token into NEW would otherwise launder any write, stale or
+	 * not.  (fence_renew and fence_release of it change nothing here.)
+	 */
+	if (fence_xact_issued_in_statement(w->token, &minted_job))
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				 errmsg("fencing token " INT64_FORMAT " of job \"%s\" was issued during the statement that writes \"%s\" with it",
+						w->token, minted_job, RelationGetRelationName(trigdata->tg_relation)),
+				 errdetail("A token claimed while a statement runs, by a trigger for example, cannot vouch for that statement."),
+				 errhint("Claim the job in an earlier statement, then write with its token.")));
 
 	if (!fence_xact_token_validated(w->token, cat->generation, &w->job))
 		w->job = fence_hold_token(cat, w->token,
@@ -440,7 +455,7 @@ fence_guard(PG_FUNCTION_ARGS)
 	cfg = guard_config(fcinfo);
 
 	guard_find_token(trigdata, cfg, &w);
-	guard_ask_arbiter(fcinfo, &w);
+	guard_ask_arbiter(trigdata, fcinfo, &w);
 	guard_check_row(trigdata, cfg, &w);
 	return PointerGetDatum(guard_stamp(trigdata, cfg, &w));
 }

@@ -36,6 +36,7 @@
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 
 PG_FUNCTION_INFO_V1(fence_begin);
 
@@ -211,10 +212,12 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
  * ask the registry, raise the error if it is not, and remember it so the
  * guard's later rows need not ask again.  Returns the token's job, in
  * TopTransactionContext.
+ *
+ * For the guard (for_guard), a never-issued token is invalid (5F004).
  */
 const char *
 fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
-				 bool never_issued_is_invalid)
+				 bool for_guard)
 {
 	FenceTokenCheck check;
 	const char *held_job;
@@ -222,7 +225,7 @@ fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
 	token_lock_against_takeover(token);
 	check_token(cat, token, job, &check);
 	if (check.state != FENCE_TOKEN_CURRENT)
-		report_token(token, job, &check, never_issued_is_invalid);
+		report_token(token, job, &check, for_guard);
 	fence_xact_remember_token(token, cat->generation, check.job);
 	(void) fence_xact_token_validated(token, cat->generation, &held_job);
 	return held_job;
@@ -239,6 +242,16 @@ token_report_not_current(FenceCatalog *cat, int64 token, const char *job)
 
 	check_token(cat, token, job, &check);
 	report_token(token, job, &check, false);
+}
+
+/* Is a trigger running (pg_trigger_depth() > 0)? */
+static bool
+in_trigger(void)
+{
+	LOCAL_FCINFO(depthinfo, 0);
+
+	InitFunctionCallInfoData(*depthinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetInt32(pg_trigger_depth(depthinfo)) > 0;
 }
 
 /*
@@ -258,6 +271,17 @@ fence_begin(PG_FUNCTION_ARGS)
 	char	   *job = fence_job_arg(fcinfo, 0);
 	int64		token = fence_token_arg(fcinfo, 1);
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+
+	/*
+	 * A trigger that binds a token vouches for the statement that fired it,
+	 * which it cannot: that statement was not written with the token.
+	 */
+	if (in_trigger())
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_DDL_REFUSED),
+				 errmsg("fence_begin cannot be called from a trigger"),
+				 errdetail("A binding made by a trigger would cover the statement that fired it, which no token vouched for."),
+				 errhint("Call fence_begin in the transaction before the statements that write; a trigger may call fence_claim and fence_renew.")));
 
 	fence_hold_token(cat, token, job, false);
 	fence_xact_bind(job, token);

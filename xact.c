@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * xact.c
- *	  Per-transaction state of fence: the token bound by fence_begin, and
- *	  the tokens this transaction has already validated and locked.
+ *	  Per-transaction state of fence: the token bound by fence_begin, the
+ *	  tokens this transaction has already validated and locked, and the
+ *	  relations whose DDL it declared with fence_allow_ddl.
  *
  * Validating a token means taking its token lock (which a takeover of the
  * job conflicts with) and then finding it current in fence_claims.  Once
@@ -32,7 +33,9 @@
 #include "fence.h"
 
 #include "access/xact.h"
+#include "nodes/pg_list.h"
 #include "utils/memutils.h"
+#include "utils/snapmgr.h"
 
 /*
  * A token validated and locked by this transaction.  The answer holds only
@@ -70,6 +73,46 @@ static int	max_held_tokens = 0;
 static FenceBinding *bindings = NULL;
 static int	n_bindings = 0;
 static int	max_bindings = 0;
+
+/*
+ * Relations whose otherwise refused DDL fence_allow_ddl declared for this
+ * transaction, each with the subtransaction that declared it: a rollback
+ * to a savepoint before the declaration undoes it.
+ */
+typedef struct FenceAllowedDdl
+{
+	Oid			relid;
+	SubTransactionId subid;
+} FenceAllowedDdl;
+
+static FenceAllowedDdl *allowed_ddl = NULL;
+static int	n_allowed_ddl = 0;
+static int	max_allowed_ddl = 0;
+
+/*
+ * Tokens this transaction's fence_claim issued, each with the command ID
+ * current when it was issued: a statement whose snapshot's command ID is
+ * no greater began before the token existed.
+ */
+typedef struct FenceIssuedToken
+{
+	int64		token;
+	CommandId	cid;
+	char	   *job;
+} FenceIssuedToken;
+
+static FenceIssuedToken *issued = NULL;
+static int	n_issued = 0;
+static int	max_issued = 0;
+
+/*
+ * Relations for which the setting fence.allow_ddl let DDL through and wrote
+ * the audit row: in this transaction (pending), and in committed ones of
+ * this session.  A rolled-back transaction's rows are gone, so its
+ * relations are recorded again next time.
+ */
+static List *setting_pending = NIL;
+static List *setting_committed = NIL;
 
 /* Has the transaction taken any of fence's locks?  Then it cannot PREPARE. */
 static bool holds_fence_locks = false;
@@ -111,6 +154,11 @@ fence_xact_forget_all(void)
 	n_held_tokens = max_held_tokens = 0;
 	bindings = NULL;
 	n_bindings = max_bindings = 0;
+	allowed_ddl = NULL;
+	n_allowed_ddl = max_allowed_ddl = 0;
+	issued = NULL;
+	n_issued = max_issued = 0;
+	setting_pending = NIL;		/* in TopTransactionContext */
 	moving_row.token = 0;
 	holds_fence_locks = false;
 }
@@ -129,6 +177,16 @@ fence_xact_callback(XactEvent event, void *arg pg_attribute_unused())
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			if (setting_pending != NIL)
+			{
+				MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+				setting_committed = list_concat_unique_oid(setting_committed,
+														   setting_pending);
+				MemoryContextSwitchTo(oldcxt);
+			}
+			fence_xact_forget_all();
+			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 		case XACT_EVENT_PREPARE:
@@ -155,6 +213,9 @@ fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		for (i = 0; i < n_bindings; i++)
 			if (bindings[i].subid == mySubid)
 				bindings[i].subid = parentSubid;
+		for (i = 0; i < n_allowed_ddl; i++)
+			if (allowed_ddl[i].subid == mySubid)
+				allowed_ddl[i].subid = parentSubid;
 	}
 	else if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
@@ -172,6 +233,12 @@ fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			if (bindings[i].subid != mySubid)
 				bindings[kept++] = bindings[i];
 		n_bindings = kept;
+
+		kept = 0;
+		for (i = 0; i < n_allowed_ddl; i++)
+			if (allowed_ddl[i].subid != mySubid)
+				allowed_ddl[kept++] = allowed_ddl[i];
+		n_allowed_ddl = kept;
 	}
 }
 
@@ -308,4 +375,95 @@ void
 fence_xact_note_lock(void)
 {
 	holds_fence_locks = true;
+}
+
+/* Declare the relation's otherwise refused DDL for this transaction. */
+void
+fence_xact_allow_ddl(Oid relid)
+{
+	if (n_allowed_ddl >= max_allowed_ddl)
+	{
+		max_allowed_ddl = Max(4, max_allowed_ddl * 2);
+		if (allowed_ddl == NULL)
+			allowed_ddl = MemoryContextAlloc(TopTransactionContext,
+											 max_allowed_ddl * sizeof(FenceAllowedDdl));
+		else
+			allowed_ddl = repalloc(allowed_ddl,
+								   max_allowed_ddl * sizeof(FenceAllowedDdl));
+	}
+	allowed_ddl[n_allowed_ddl].relid = relid;
+	allowed_ddl[n_allowed_ddl].subid = GetCurrentSubTransactionId();
+	n_allowed_ddl++;
+}
+
+/* Has this transaction declared the relation's DDL? */
+bool
+fence_xact_ddl_allowed(Oid relid)
+{
+	int			i;
+
+	for (i = 0; i < n_allowed_ddl; i++)
+		if (allowed_ddl[i].relid == relid)
+			return true;
+	return false;
+}
+
+/* Has this session recorded the setting's use for the relation? */
+bool
+fence_xact_setting_recorded(Oid relid)
+{
+	return list_member_oid(setting_pending, relid) ||
+		list_member_oid(setting_committed, relid);
+}
+
+/* The setting's use for the relation is recorded in this transaction. */
+void
+fence_xact_note_setting_recorded(Oid relid)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+	setting_pending = lappend_oid(setting_pending, relid);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* fence_claim issued the token to this transaction (for job). */
+void
+fence_xact_note_issued(int64 token, const char *job)
+{
+	if (n_issued >= max_issued)
+	{
+		max_issued = Max(4, max_issued * 2);
+		if (issued == NULL)
+			issued = MemoryContextAlloc(TopTransactionContext,
+										max_issued * sizeof(FenceIssuedToken));
+		else
+			issued = repalloc(issued, max_issued * sizeof(FenceIssuedToken));
+	}
+	issued[n_issued].token = token;
+	issued[n_issued].cid = GetCurrentCommandId(false);
+	issued[n_issued].job = MemoryContextStrdup(TopTransactionContext, job);
+	n_issued++;
+}
+
+/*
+ * Did this transaction's fence_claim issue the token while the statement
+ * now running was under way?  The statement's snapshot (the active one)
+ * carries the command ID it began at.  If so, *job gets the token's job.
+ */
+bool
+fence_xact_issued_in_statement(int64 token, const char **job)
+{
+	int			i;
+
+	if (n_issued == 0 || !ActiveSnapshotSet())
+		return false;
+	for (i = n_issued - 1; i >= 0; i--)
+		if (issued[i].token == token)
+		{
+			if (issued[i].cid < GetActiveSnapshot()->curcid)
+				return false;
+			*job = issued[i].job;
+			return true;
+		}
+	return false;
 }

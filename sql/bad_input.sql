@@ -222,7 +222,12 @@ SELECT pg_temp.try($$SELECT fence_guard()$$);
 SELECT pg_temp.try($$SELECT fence_refuse_truncate()$$);
 CREATE TABLE bad_trig (id int, writer_epoch bigint, small int);
 INSERT INTO bad_trig VALUES (1, 0, 0);
--- hand-made guards with bad arguments: refused when they fire
+-- hand-made guards with bad arguments: refused when they fire.  Since 1.1
+-- CREATE TRIGGER itself refuses them (5F006, ddl_refused.sql), unless a
+-- superuser's session declares its DDL: the guard's own checks still hold.
+SELECT pg_temp.try($$CREATE TRIGGER zz_fence_guard BEFORE UPDATE ON bad_trig
+  FOR EACH ROW EXECUTE FUNCTION fence_guard('no_such_column')$$);
+SET fence.allow_ddl = on;
 CREATE TRIGGER zz_fence_guard BEFORE UPDATE ON bad_trig
   FOR EACH ROW EXECUTE FUNCTION fence_guard('no_such_column');
 SELECT pg_temp.try($$UPDATE bad_trig SET id = 2 RETURNING 'written'$$);
@@ -251,6 +256,7 @@ CREATE TRIGGER zz_fence_guard BEFORE UPDATE ON bad_trig
   FOR EACH STATEMENT EXECUTE FUNCTION fence_guard();
 SELECT pg_temp.try($$UPDATE bad_trig SET id = 2 RETURNING 'written'$$);
 DROP TRIGGER zz_fence_guard ON bad_trig;
+RESET fence.allow_ddl;
 SELECT * FROM bad_trig;
 
 -- and TRUNCATE of the plain protected table, last: it is refused too

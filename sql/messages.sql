@@ -56,9 +56,15 @@ ROLLBACK;
 -- 5F005 TRUNCATE
 TRUNCATE m;
 \echo :SQLSTATE
--- 39P01 fired the wrong way
+-- 5F006 DDL that would disarm a protected table
+ALTER TABLE m DISABLE TRIGGER ALL;
+\echo :SQLSTATE
+CREATE TRIGGER after_guard AFTER UPDATE ON mr FOR EACH ROW EXECUTE FUNCTION fence_guard();
+\echo :SQLSTATE
+-- 39P01 fired the wrong way (the triggers below need a declared session)
 SELECT fence_guard();
 \echo :SQLSTATE
+SET fence.allow_ddl = on;
 CREATE TRIGGER after_guard AFTER UPDATE ON mr FOR EACH ROW EXECUTE FUNCTION fence_guard();
 UPDATE mr SET writer_epoch = :tother WHERE id = 1;
 \echo :SQLSTATE
@@ -67,6 +73,7 @@ CREATE TRIGGER stmt_guard BEFORE UPDATE ON mr FOR EACH STATEMENT EXECUTE FUNCTIO
 UPDATE mr SET writer_epoch = :tother WHERE id = 1;
 \echo :SQLSTATE
 DROP TRIGGER stmt_guard ON mr;
+RESET fence.allow_ddl;
 -- 39P01 a BEFORE ROW trigger sorts after the guard
 CREATE FUNCTION noop() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$;
 CREATE TRIGGER zzz_late BEFORE UPDATE ON mr FOR EACH ROW EXECUTE FUNCTION noop();

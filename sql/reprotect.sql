@@ -1,7 +1,8 @@
 --
 -- reprotect: the guard fails closed when it has lost ENABLE ALWAYS, and
--- fence_protect() heals it; PREPARE TRANSACTION after any fence lock; the
--- 5F001 detail for a released claim.
+-- fence_protect() heals it; ENABLE TRIGGER ALL leaves fence's triggers
+-- ENABLE ALWAYS; PREPARE TRANSACTION after any fence lock; the 5F001 detail
+-- for a released claim.
 --
 CREATE EXTENSION fence;
 \set VERBOSITY sqlstate
@@ -13,9 +14,24 @@ SELECT fence_protect('ledger');
 SELECT fence_claim('reprotect-1', '1 hour') AS t1 \gset
 
 -- DISABLE TRIGGER ALL then ENABLE TRIGGER ALL, as pg_restore
--- --disable-triggers does, leaves the guard merely ENABLE'd ('O').
+-- --disable-triggers does: since 1.1 DISABLE must be declared, and ENABLE
+-- TRIGGER ALL puts fence's triggers back to ENABLE ALWAYS ('A').
 ALTER TABLE ledger DISABLE TRIGGER ALL;
+\echo :SQLSTATE
+BEGIN;
+SELECT fence_allow_ddl('ledger', 'restore with --disable-triggers');
+ALTER TABLE ledger DISABLE TRIGGER ALL;
+SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'ledger'::regclass ORDER BY tgname;
 ALTER TABLE ledger ENABLE TRIGGER ALL;
+COMMIT;
+SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'ledger'::regclass ORDER BY tgname;
+
+-- A declared ENABLE TRIGGER of the guard itself leaves it merely ENABLE'd
+-- ('O'), firing on origin only.
+BEGIN;
+SELECT fence_allow_ddl('ledger', 'make the guard origin-only, for the test');
+ALTER TABLE ledger ENABLE TRIGGER zz_fence_guard;
+COMMIT;
 SELECT tgname, tgenabled FROM pg_trigger WHERE tgrelid = 'ledger'::regclass ORDER BY tgname;
 
 -- Twin, the reason for failing closed: under replica role a trigger that is

@@ -218,6 +218,10 @@ my %content_sql = (
 	                             ORDER BY t.region, t.id) FROM events t},
 	fence_claims => q{SELECT string_agg(t::text, E'\n' ORDER BY t.job) FROM fence_claims t},
 	fence_token_seq => q{SELECT format('%s %s', last_value, is_called) FROM fence_token_seq},
+	# the registry of protected relations is not dumped: the guards the
+	# restore creates rebuild it, every partition included
+	fence_protected => q{SELECT string_agg(format('%s %s %s', relation, epoch_column, mode), E'\n'
+	                                ORDER BY relation::text) FROM fence_protected},
 );
 
 my %src;

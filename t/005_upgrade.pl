@@ -263,6 +263,12 @@ is(q1($db, $seq_sql), $seq_before, "$u: the counter is unchanged");
 is(q1($db, $rows_sql), $rows_before, "$u: the protected rows are unchanged");
 is(covered($db, @$window_rels), expect_covered(@$window_rels),
 	"$u: every guard and truncate trigger is there, ENABLE ALWAYS");
+is(q1($db, q{SELECT string_agg(relation::text, ' ' ORDER BY relation::text) FROM fence_protected}),
+	q1($db, q{SELECT string_agg(DISTINCT tgrelid::regclass::text, ' ' ORDER BY tgrelid::regclass::text)
+	            FROM pg_trigger WHERE tgfoid = 'fence_guard'::regproc}),
+	"$u: fence_protected lists every relation that has a guard");
+is(sqlstate($db, q{ALTER TABLE inventory DISABLE TRIGGER ALL}), '5F006',
+	"$u: DDL that would disarm a protected table is refused");
 
 # old claims and tokens
 is(q1($db, q{SELECT fence_claim('job-c', '1 hour', 'intruder') IS NULL}),

@@ -1,0 +1,613 @@
+/*-------------------------------------------------------------------------
+ *
+ * protect.c
+ *	  Protection itself: the registry of protected relations
+ *	  (fence_protected), fence_protect(), fence_unprotect(), and the
+ *	  triggers that carry a protected relation's protection.
+ *
+ * A relation is protected because it is in the registry.  Its protection
+ * is carried by two triggers of fence's, both ENABLE ALWAYS: the row guard
+ * (fence_guard, BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW, named
+ * zz_fence_guard so that it sorts after the table's other BEFORE triggers)
+ * and the TRUNCATE refusal (fence_refuse_truncate, BEFORE TRUNCATE FOR EACH
+ * STATEMENT, zz_fence_truncate).  They are recognised by their function,
+ * not by their name.  PostgreSQL clones a row trigger of a partitioned
+ * table to every partition, present and future, but not a statement
+ * trigger, and neither to a legacy inheritance child: fence gives each
+ * member of a protected tree what PostgreSQL does not.  Every member has a
+ * registry row of its own, so that protection follows the data when a
+ * partition is detached.
+ *
+ * A foreign table cannot have a TRUNCATE trigger, so TRUNCATE of a foreign
+ * partition would remove rows without a token: a foreign table is refused
+ * as a member of a protected tree, whichever way it would get there.
+ *
+ * The DDL fence runs itself goes through fence_run_internal_ddl(), which
+ * the event triggers (ddl.c) let pass; the registry and the audit log are
+ * written as their owner, the way claims.c writes the claims registry.
+ *
+ * Copyright (c) 2026, the fence authors
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "fence.h"
+
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "catalog/namespace.h"
+#include "catalog/partition.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
+#include "catalog/pg_namespace.h"
+#include "catalog/pg_trigger.h"
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "mb/pg_wchar.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+
+PG_FUNCTION_INFO_V1(fence_protect);
+PG_FUNCTION_INFO_V1(fence_unprotect);
+
+/* Nesting depth of DDL that fence runs itself. */
+static int	internal_ddl_depth = 0;
+
+/* fence's trigger functions and schema, found from the running function. */
+void
+fence_trigger_fns(Oid fn_oid, FenceTriggerFns *fns)
+{
+	fns->nspid = get_func_namespace(fn_oid);
+	fns->nspname = get_namespace_name(fns->nspid);
+	fns->guard_fn = fence_lookup_function(fns->nspid, "fence_guard");
+	fns->refuse_truncate_fn = fence_lookup_function(fns->nspid,
+													"fence_refuse_truncate");
+}
+
+/* The relation's schema-qualified name, quoted where needed, for query text. */
+char *
+fence_rel_query_name(Oid relid)
+{
+	return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+									  get_rel_name(relid));
+}
+
+/*
+ * The relation's name for messages: qualified unless it is in pg_catalog or
+ * the session's temporary schema, as regclass prints it with search_path
+ * set to pg_catalog, pg_temp (so messages read as they did in fence 1.0).
+ */
+char *
+fence_rel_display_name(Oid relid)
+{
+	Oid			nspid = get_rel_namespace(relid);
+
+	if (!OidIsValid(nspid))
+		return psprintf("%u", relid);
+	if (nspid == PG_CATALOG_NAMESPACE || isTempNamespace(nspid))
+		return pstrdup(quote_identifier(get_rel_name(relid)));
+	return fence_rel_query_name(relid);
+}
+
+/*
+ * Does the relation have a trigger calling fnoid?  If so, *tgenabled gets
+ * its firing state and *tgname its name.  The relcache's trigger list is
+ * the catalog's.
+ */
+bool
+fence_rel_trigger(Oid relid, Oid fnoid, char *tgenabled, char **tgname)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TriggerDesc *trigdesc = rel->trigdesc;
+	bool		found = false;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		if (trigdesc->triggers[i].tgfoid == fnoid)
+		{
+			found = true;
+			if (tgenabled)
+				*tgenabled = trigdesc->triggers[i].tgenabled;
+			if (tgname)
+				*tgname = pstrdup(trigdesc->triggers[i].tgname);
+			break;
+		}
+	}
+	relation_close(rel, AccessShareLock);
+	return found;
+}
+
+/* Is DDL that fence runs itself under way?  The event triggers let it be. */
+bool
+fence_internal_ddl_active(void)
+{
+	return internal_ddl_depth > 0;
+}
+
+/* Run one utility statement of fence's own through SPI, as the current user. */
+void
+fence_run_internal_ddl(const char *sql)
+{
+	internal_ddl_depth++;
+	PG_TRY();
+	{
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		if (SPI_execute(sql, false, 0) != SPI_OK_UTILITY)
+			elog(ERROR, "SPI_execute failed for \"%s\"", sql);
+		if (SPI_finish() != SPI_OK_FINISH)
+			elog(ERROR, "SPI_finish failed");
+	}
+	PG_FINALLY();
+	{
+		internal_ddl_depth--;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * Run a statement on one of fence's own tables as that table's owner (no
+ * caller may write them), with nargs text parameters (NULL elements are
+ * NULL).  Returns the SPI result code; a SELECT's rows are in SPI_tuptable
+ * until the caller's SPI_finish.  The caller has connected to SPI.
+ */
+int
+fence_spi_as_owner(FenceTriggerFns *fns, const char *table, const char *sql,
+				   int nargs, const char *const *args)
+{
+	Oid			relid = get_relname_relid(table, fns->nspid);
+	Oid		   *argtypes = palloc(sizeof(Oid) * Max(nargs, 1));
+	Datum	   *values = palloc(sizeof(Datum) * Max(nargs, 1));
+	char	   *nulls = palloc(Max(nargs, 1));
+	Oid			save_userid;
+	int			save_sec_context;
+	int			ret;
+	int			i;
+
+	if (!OidIsValid(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.%s\" of extension \"fence\" does not exist",
+						fns->nspname, table),
+				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
+
+	for (i = 0; i < nargs; i++)
+	{
+		argtypes[i] = TEXTOID;
+		values[i] = args[i] ? CStringGetTextDatum(args[i]) : (Datum) 0;
+		nulls[i] = args[i] ? ' ' : 'n';
+	}
+
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(fence_rel_owner(relid),
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_NOFORCE_RLS);
+	ret = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	if (ret < 0)
+		elog(ERROR, "fence statement failed: %s: %s", SPI_result_code_string(ret), sql);
+	return ret;
+}
+
+/* The relation's OID as text, for a registry statement's regclass parameter. */
+static char *
+relid_text(Oid relid)
+{
+	return psprintf("%u", relid);
+}
+
+/*
+ * Is the relation protected?  If so, *column and *mode (when not NULL) get
+ * its epoch column and mode, palloc'd in the caller's context.
+ */
+bool
+fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mode)
+{
+	MemoryContext callercxt = CurrentMemoryContext;
+	const char *args[1];
+	bool		found;
+	char	   *sql;
+
+	sql = psprintf("SELECT epoch_column::pg_catalog.text, mode FROM %s"
+				   " WHERE relation OPERATOR(pg_catalog.=) $1::pg_catalog.oid::pg_catalog.regclass",
+				   quote_qualified_identifier(fns->nspname, "fence_protected"));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	args[0] = relid_text(relid);
+	fence_spi_as_owner(fns, "fence_protected", sql, 1, args);
+	found = (SPI_processed > 0);
+	if (found)
+	{
+		MemoryContext spicxt = MemoryContextSwitchTo(callercxt);
+
+		if (column)
+			*column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		if (mode)
+			*mode = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+		MemoryContextSwitchTo(spicxt);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return found;
+}
+
+/* Does the registry hold any relation at all? */
+bool
+fence_registry_any(FenceTriggerFns *fns)
+{
+	bool		found;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	fence_spi_as_owner(fns, "fence_protected",
+					   psprintf("SELECT FROM %s LIMIT 1",
+								quote_qualified_identifier(fns->nspname, "fence_protected")),
+					   0, NULL);
+	found = (SPI_processed > 0);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return found;
+}
+
+/* Record the relation as protected with this column and mode. */
+static void
+registry_put(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode)
+{
+	const char *args[3];
+
+	args[0] = relid_text(relid);
+	args[1] = column;
+	args[2] = mode;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	fence_spi_as_owner(fns, "fence_protected",
+					   psprintf("INSERT INTO %s (relation, epoch_column, mode)"
+								" VALUES ($1::pg_catalog.oid::pg_catalog.regclass, $2::pg_catalog.name, $3)"
+								" ON CONFLICT (relation) DO UPDATE"
+								" SET epoch_column = EXCLUDED.epoch_column, mode = EXCLUDED.mode",
+								quote_qualified_identifier(fns->nspname, "fence_protected")),
+					   3, args);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/* Forget the relation (dropped, or unprotected). */
+void
+fence_registry_forget(FenceTriggerFns *fns, Oid relid)
+{
+	const char *args[1];
+
+	args[0] = relid_text(relid);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	fence_spi_as_owner(fns, "fence_protected",
+					   psprintf("DELETE FROM %s WHERE relation OPERATOR(pg_catalog.=) $1::pg_catalog.oid::pg_catalog.regclass",
+								quote_qualified_identifier(fns->nspname, "fence_protected")),
+					   1, args);
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+}
+
+/* A foreign table in a protected tree: refused, see the header comment. */
+static void
+refuse_foreign_member(Oid relid)
+{
+	Oid			parent = InvalidOid;
+
+	if (get_rel_relispartition(relid))
+#if PG_VERSION_NUM >= 140000
+		parent = get_partition_parent(relid, true);
+#else
+		parent = get_partition_parent(relid);
+#endif
+
+	ereport(ERROR,
+			(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+			 OidIsValid(parent) ?
+			 errmsg("foreign table \"%s\" cannot be a partition of protected table \"%s\"",
+					fence_rel_display_name(relid), fence_rel_display_name(parent)) :
+			 errmsg("foreign table \"%s\" cannot be protected by fence",
+					fence_rel_display_name(relid)),
+			 errdetail("A foreign table cannot have a TRUNCATE trigger, so TRUNCATE of it would remove rows without checking a fencing token."),
+			 errhint("Keep foreign tables out of protected partition trees; protect the local partitions one by one instead.")));
+}
+
+/* Create the canonical guard on one relation, ENABLE ALWAYS. */
+static void
+create_guard(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode)
+{
+	fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_GUARD_TRIGGER
+									" BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
+									" EXECUTE FUNCTION %s(%s, %s)",
+									fence_rel_query_name(relid),
+									quote_qualified_identifier(fns->nspname, "fence_guard"),
+									quote_literal_cstr(column), quote_literal_cstr(mode)));
+	fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCE_GUARD_TRIGGER,
+									fence_rel_query_name(relid)));
+}
+
+/*
+ * Protect relid's whole inheritance tree with column and mode: a registry
+ * row for every member; the guard on every member that has none (on a
+ * partitioned tree, creating it on relid clones it to the partitions; a
+ * legacy inheritance child gets its own); the TRUNCATE refusal, ENABLE
+ * ALWAYS, on every member.  A foreign member is refused.
+ */
+void
+fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
+				   const char *mode)
+{
+	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, members)
+	{
+		Oid			member = lfirst_oid(lc);
+
+		char	   *tgname;
+
+		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
+			refuse_foreign_member(member);
+		/* A legacy inheritance child's guard is its own: make it this one. */
+		if (member != relid && !get_rel_relispartition(member) &&
+			fence_rel_trigger(member, fns->guard_fn, NULL, &tgname))
+			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
+											quote_identifier(tgname),
+											fence_rel_query_name(member)));
+		if (!fence_rel_trigger(member, fns->guard_fn, NULL, NULL))
+			create_guard(fns, member, column, mode);
+		registry_put(fns, member, column, mode);
+	}
+	fence_cover_truncate(fns, relid, true);
+	list_free(members);
+}
+
+/*
+ * Give every member of relid's inheritance tree that has fence's row guard
+ * (relid itself included) an ENABLE ALWAYS TRUNCATE refusal, and refuse a
+ * foreign table among them.  The triggers are created as the current
+ * user, who owns the tables: whoever may create or attach a partition owns
+ * it.
+ *
+ * Without create_missing, only set existing refusals back to ALWAYS: it
+ * creates nothing, so it cannot get ahead of a restore, and it passes over
+ * a foreign partition (protected under 1.0) rather than fail the command.
+ */
+void
+fence_cover_truncate(FenceTriggerFns *fns, Oid relid, bool create_missing)
+{
+	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, members)
+	{
+		Oid			member = lfirst_oid(lc);
+		char		tgenabled = TRIGGER_DISABLED;
+		char	   *tgname = NULL;
+
+		if (!fence_rel_trigger(member, fns->guard_fn, NULL, NULL))
+			continue;
+		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
+		{
+			if (create_missing)
+				refuse_foreign_member(member);
+			continue;
+		}
+
+		if (!fence_rel_trigger(member, fns->refuse_truncate_fn, &tgenabled, &tgname))
+		{
+			if (!create_missing)
+				continue;
+			fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_TRUNCATE_TRIGGER
+											" BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
+											" EXECUTE FUNCTION %s()",
+											fence_rel_query_name(member),
+											quote_qualified_identifier(fns->nspname,
+																	   "fence_refuse_truncate")));
+			tgname = pstrdup(FENCE_TRUNCATE_TRIGGER);
+		}
+		if (tgenabled != TRIGGER_FIRES_ALWAYS)
+			fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s",
+											fence_rel_query_name(member),
+											quote_identifier(tgname)));
+	}
+	list_free(members);
+}
+
+/*
+ * Set every trigger of fence's in relid's tree back to ENABLE ALWAYS (after
+ * ENABLE TRIGGER ALL, which makes them merely ENABLE).
+ */
+void
+fence_heal_triggers(FenceTriggerFns *fns, Oid relid)
+{
+	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
+	ListCell   *lc;
+
+	foreach(lc, members)
+	{
+		Oid			member = lfirst_oid(lc);
+		Oid			fnoids[2] = {fns->guard_fn, fns->refuse_truncate_fn};
+		int			i;
+
+		for (i = 0; i < 2; i++)
+		{
+			char		tgenabled;
+			char	   *tgname;
+
+			if (fence_rel_trigger(member, fnoids[i], &tgenabled, &tgname) &&
+				tgenabled != TRIGGER_FIRES_ALWAYS)
+				fence_run_internal_ddl(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER %s",
+												fence_rel_query_name(member),
+												quote_identifier(tgname)));
+		}
+	}
+	list_free(members);
+}
+
+/* The owner of a relation. */
+Oid
+fence_rel_owner(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tuple))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	owner = ((Form_pg_class) GETSTRUCT(tuple))->relowner;
+	ReleaseSysCache(tuple);
+	return owner;
+}
+
+/* May the current user change the relation's protection?  Its owners may. */
+bool
+fence_may_manage(Oid relid)
+{
+	return has_privs_of_role(GetUserId(), fence_rel_owner(relid));
+}
+
+/* The checks of fence_protect: it is a table, the caller's, not fence's. */
+static void
+check_protect_target(FenceCatalog *cat, Oid relid)
+{
+	Oid			owner = fence_rel_owner(relid);
+	char		relkind = get_rel_relkind(relid);
+
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", fence_rel_display_name(relid)),
+				 errhint("fence protects ordinary and partitioned tables.")));
+	if (!has_privs_of_role(GetUserId(), owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
+	if (relid == cat->claims_relid)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("cannot protect fence's own registry %s",
+						fence_rel_display_name(relid))));
+}
+
+/*
+ * fence_protect(tbl regclass, epoch_column name, mode text) returns void
+ *
+ * Protect a table and its whole tree.  It runs as the caller: only the
+ * table's owner (or a member of the owning role, or a superuser) can
+ * create or drop triggers.  Protecting a protected table again replaces
+ * its guard, so a new column or mode takes effect.
+ */
+Datum
+fence_protect(PG_FUNCTION_ARGS)
+{
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	FenceTriggerFns fns;
+	Oid			relid;
+	const char *colname;
+	char	   *mode;
+	AttrNumber	attnum;
+
+	fence_require_arg(fcinfo, 0, "table");
+	fence_require_arg(fcinfo, 1, "epoch column");
+	fence_require_arg(fcinfo, 2, "mode");
+	relid = PG_GETARG_OID(0);
+	colname = NameStr(*PG_GETARG_NAME(1));
+	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	check_protect_target(cat, relid);
+	if (strcmp(mode, "strict") != 0 && strcmp(mode, "repeat") != 0 &&
+		strcmp(mode, "shared") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized fence mode \"%.*s\"",
+						pg_mbcliplen(mode, strlen(mode), 64), mode),
+				 errhint("The mode is one of strict, repeat or shared.")));
+
+	attnum = get_attnum(relid, colname);
+	if (attnum <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						colname, fence_rel_display_name(relid)),
+				 errhint("Add it with ALTER TABLE ... ADD COLUMN writer_epoch bigint NOT NULL DEFAULT 0.")));
+	if (get_atttype(relid, attnum) != INT8OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("column \"%s\" of relation \"%s\" is not of type bigint",
+						colname, fence_rel_display_name(relid))));
+
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	if (OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)))
+		fence_run_internal_ddl(psprintf("DROP TRIGGER " FENCE_GUARD_TRIGGER " ON %s",
+										fence_rel_query_name(relid)));
+	create_guard(&fns, relid, colname, mode);
+	fence_protect_tree(&fns, relid, colname, mode);
+	fence_audit(&fns, "protect", relid, NULL,
+				psprintf("fence_protect(%s, %s)", quote_literal_cstr(colname),
+						 quote_literal_cstr(mode)),
+				NULL);
+	PG_RETURN_VOID();
+}
+
+/*
+ * fence_unprotect(tbl regclass) returns void
+ *
+ * Remove the guard (with its clones on partitions) and every TRUNCATE
+ * refusal of the table's tree, and forget the tree.  The epoch column and
+ * its values stay.
+ */
+Datum
+fence_unprotect(PG_FUNCTION_ARGS)
+{
+	FenceTriggerFns fns;
+	Oid			relid;
+	List	   *members;
+	ListCell   *lc;
+
+	fence_require_arg(fcinfo, 0, "table");
+	relid = PG_GETARG_OID(0);
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+
+	if (!fence_may_manage(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
+	if (!OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)) &&
+		!fence_registry_lookup(&fns, relid, NULL, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table %s is not protected by fence",
+						fence_rel_display_name(relid))));
+
+	if (OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)))
+		fence_run_internal_ddl(psprintf("DROP TRIGGER " FENCE_GUARD_TRIGGER " ON %s",
+										fence_rel_query_name(relid)));
+	members = find_all_inheritors(relid, AccessShareLock, NULL);
+	foreach(lc, members)
+	{
+		Oid			member = lfirst_oid(lc);
+		char	   *tgname;
+
+		/* legacy inheritance children have guards of their own */
+		if (fence_rel_trigger(member, fns.guard_fn, NULL, &tgname))
+			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
+											quote_identifier(tgname),
+											fence_rel_query_name(member)));
+		if (fence_rel_trigger(member, fns.refuse_truncate_fn, NULL, &tgname))
+			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
+											quote_identifier(tgname),
+											fence_rel_query_name(member)));
+		fence_registry_forget(&fns, member);
+	}
+	fence_audit(&fns, "unprotect", relid, NULL, "fence_unprotect", NULL);
+	PG_RETURN_VOID();
+}
