@@ -17,6 +17,8 @@
  *	   the token's lock (token.c).  Never issued: 5F004; superseded: 5F001.
  *	   The answer holds until the transaction ends, so it is asked once per
  *	   transaction and remembered (xact.c); later rows compare one number.
+ *	   A token this transaction claimed during the very statement being
+ *	   guarded (a BEFORE trigger laundering a write) is refused: 5F004.
  *	3. compares the token with the row's stored epoch: strict mode needs it
  *	   greater, repeat mode at least equal, shared mode does not compare.
  *	   Failing: 5F002.
