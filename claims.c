@@ -56,6 +56,7 @@
 #include "parser/parse_relation.h"
 #endif
 #include "storage/bufmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/rel.h"
@@ -67,6 +68,8 @@ PG_FUNCTION_INFO_V1(fence_renew);
 PG_FUNCTION_INFO_V1(fence_release);
 PG_FUNCTION_INFO_V1(fence_current);
 PG_FUNCTION_INFO_V1(fence_is_current);
+PG_FUNCTION_INFO_V1(fence_release_any);
+PG_FUNCTION_INFO_V1(fence_renew_any);
 
 /* The first claim of a job, prepared once per backend. */
 static SPIPlanPtr claim_new_plan = NULL;
@@ -77,7 +80,9 @@ typedef enum ClaimChange
 {
 	CLAIM_TAKE_OVER,			/* a new claim replaces an ended one */
 	CLAIM_RENEW,				/* the lease moves */
-	CLAIM_RELEASE				/* the claim ends */
+	CLAIM_RELEASE,				/* the claim ends */
+	CLAIM_RENEW_ANY,			/* a supervisor moves the current lease */
+	CLAIM_RELEASE_ANY			/* a supervisor ends the current claim */
 } ClaimChange;
 
 /*
@@ -149,9 +154,20 @@ typedef struct ClaimsParams
 	int64		token;			/* the claim's current token */
 	int64		new_token;		/* the token a new claim gets */
 	TimestampTz now;
+	Oid			caller;			/* the calling role */
+	const char *caller_name;	/* ... its name, recorded as claimed_by */
 } ClaimsParams;
 
-#define N_CLAIM_NEW_PARAMS 5
+#define N_CLAIM_NEW_PARAMS 6
+
+/* Start the arguments of a call: nothing yet, and who is calling. */
+static void
+claims_params_init(ClaimsParams *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->caller = GetUserId();
+	p->caller_name = GetUserNameFromId(p->caller, false);
+}
 
 /*
  * The first claim's statement.  It is rebuilt when the catalog is (a new
@@ -161,9 +177,9 @@ typedef struct ClaimsParams
 static SPIPlanPtr
 claims_new_plan(FenceCatalog *cat)
 {
-	/* $1 job, $2 lease, $3 holder, $4 new token, $5 now */
+	/* $1 job, $2 lease, $3 holder, $4 new token, $5 now, $6 claimed_by */
 	static Oid	argtypes[N_CLAIM_NEW_PARAMS] = {TEXTOID, INTERVALOID, TEXTOID,
-	INT8OID, TIMESTAMPTZOID};
+	INT8OID, TIMESTAMPTZOID, TEXTOID};
 	char	   *sql;
 	SPIPlanPtr	plan;
 
@@ -176,10 +192,13 @@ claims_new_plan(FenceCatalog *cat)
 	if (claim_new_plan && SPI_plan_is_valid(claim_new_plan))
 		return claim_new_plan;
 
-	sql = psprintf("INSERT INTO %s (job, token, holder, claimed_at, lease_expires_at)"
-				   " VALUES ($1, $4, $3, $5, $5 OPERATOR(pg_catalog.+) $2)"
+	/* Under 1.0's SQL objects (before ALTER EXTENSION) there is no claimed_by. */
+	sql = psprintf("INSERT INTO %s (job, token, holder, claimed_at, lease_expires_at%s)"
+				   " VALUES ($1, $4, $3, $5, $5 OPERATOR(pg_catalog.+) $2%s)"
 				   " ON CONFLICT (job) DO NOTHING RETURNING token",
-				   quote_qualified_identifier(cat->nspname, "fence_claims"));
+				   quote_qualified_identifier(cat->nspname, "fence_claims"),
+				   cat->att_claimed_by != InvalidAttrNumber ? ", claimed_by" : "",
+				   cat->att_claimed_by != InvalidAttrNumber ? ", $6" : "");
 	plan = SPI_prepare(sql, N_CLAIM_NEW_PARAMS, argtypes);
 	if (plan == NULL)
 		elog(ERROR, "SPI_prepare failed for \"%s\": %s", sql,
@@ -221,7 +240,7 @@ static bool
 claims_insert(FenceCatalog *cat, const ClaimsParams *p)
 {
 	Datum		values[N_CLAIM_NEW_PARAMS];
-	char		nulls[N_CLAIM_NEW_PARAMS] = {' ', ' ', ' ', ' ', ' '};
+	char		nulls[N_CLAIM_NEW_PARAMS] = {' ', ' ', ' ', ' ', ' ', ' '};
 	Oid			save_userid;
 	int			save_sec_context;
 	int			ret;
@@ -233,6 +252,7 @@ claims_insert(FenceCatalog *cat, const ClaimsParams *p)
 	nulls[2] = p->holder ? ' ' : 'n';
 	values[3] = Int64GetDatum(p->new_token);
 	values[4] = TimestampTzGetDatum(p->now);
+	values[5] = CStringGetTextDatum(p->caller_name);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -298,11 +318,52 @@ claims_row_allows(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	TimestampTz expires = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
 														   &isnull));
 
+	if (change == CLAIM_RENEW_ANY || change == CLAIM_RELEASE_ANY)
+		return !released;
 	if (token != p->token)
 		return false;
 	if (change == CLAIM_TAKE_OVER)
 		return released || expires < p->now;
 	return !released;
+}
+
+/*
+ * May the caller renew or release this claim?  Its maker's role, and any
+ * member of it, may; so may a superuser, and a role granted EXECUTE on
+ * fence_renew_any or fence_release_any (a supervisor).  A claim made
+ * before 1.1 (no claimed_by) is anyone's, as it was.
+ */
+static void
+claims_check_caller(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
+					TupleTableSlot *slot)
+{
+	bool		renew = (change == CLAIM_RENEW);
+	Oid			any_fn = renew ? cat->renew_any_fn : cat->release_any_fn;
+	bool		isnull;
+	Datum		datum;
+	char	   *maker;
+	Oid			maker_oid;
+
+	if ((change != CLAIM_RENEW && change != CLAIM_RELEASE) ||
+		cat->att_claimed_by == InvalidAttrNumber)
+		return;
+	datum = slot_getattr(slot, cat->att_claimed_by, &isnull);
+	if (isnull)
+		return;
+	maker = TextDatumGetCString(datum);
+	maker_oid = get_role_oid(maker, true);
+	if ((OidIsValid(maker_oid) && is_member_of_role(p->caller, maker_oid)) ||
+		superuser_arg(p->caller) ||
+		(OidIsValid(any_fn) &&
+		 pg_proc_aclcheck(any_fn, p->caller, ACL_EXECUTE) == ACLCHECK_OK))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to %s the claim of job \"%s\"",
+					renew ? "renew" : "release", p->job),
+			 errdetail("The claim was made by role \"%s\".", maker),
+			 errhint("Members of that role may, and so may superusers and roles granted EXECUTE on %s.",
+					 renew ? "fence_renew_any(text, interval)" : "fence_release_any(text)")));
 }
 
 /* Set one column of a virtual slot being built. */
@@ -352,6 +413,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	if (claims_lock_row(cat, rel, p->job, oldslot) &&
 		claims_row_allows(cat, change, p, oldslot))
 	{
+		claims_check_caller(cat, change, p, oldslot);
 		slot_getallattrs(oldslot);
 		ExecClearTuple(newslot);
 		memcpy(newslot->tts_values, oldslot->tts_values,
@@ -369,8 +431,12 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 						   TimestampTzGetDatum(p->now), false);
 				claims_set(newslot, &updated, cat->att_released,
 						   BoolGetDatum(false), false);
+				if (cat->att_claimed_by != InvalidAttrNumber)
+					claims_set(newslot, &updated, cat->att_claimed_by,
+							   CStringGetTextDatum(p->caller_name), false);
 				/* FALLTHROUGH */
 			case CLAIM_RENEW:
+			case CLAIM_RENEW_ANY:
 				claims_set(newslot, &updated, cat->att_lease_expires_at,
 						   DirectFunctionCall2(timestamptz_pl_interval,
 											   TimestampTzGetDatum(p->now),
@@ -378,6 +444,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 						   false);
 				break;
 			case CLAIM_RELEASE:
+			case CLAIM_RELEASE_ANY:
 				claims_set(newslot, &updated, cat->att_released,
 						   BoolGetDatum(true), false);
 				break;
@@ -424,7 +491,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		ExecCleanUpTriggerState(estate);
 #endif
 		ExecCloseRangeTableRelations(estate);
-		*result = (change == CLAIM_RENEW) ?
+		*result = (change == CLAIM_RENEW || change == CLAIM_RENEW_ANY) ?
 			DatumGetInt64(newslot->tts_values[cat->att_lease_expires_at - 1]) :
 			p->new_token;
 		done = true;
@@ -453,8 +520,8 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
  * returned so far.  So flush up to the page's LSN: usually it is flushed
  * already and this costs a comparison.
  */
-static int64
-issue_token(FenceCatalog *cat, const char *job)
+int64
+claims_issue_token(FenceCatalog *cat, const char *job)
 {
 	int64		token = nextval_internal(cat->token_seq_relid, false);
 	Relation	seqrel;
@@ -501,10 +568,10 @@ fence_claim(PG_FUNCTION_ARGS)
 	ClaimRow	row;
 	int64		claimed_token;
 
-	memset(&p, 0, sizeof(p));
+	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	p.lease = fence_lease_arg(fcinfo, 1);
-	p.holder = PG_ARGISNULL(2) ? NULL : PG_GETARG_TEXT_PP(2);
+	p.holder = fence_holder_arg(fcinfo, 2);
 	p.now = GetCurrentTimestamp();
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 
@@ -521,7 +588,7 @@ fence_claim(PG_FUNCTION_ARGS)
 
 		/* If the conditions changed since the read, the token stays unused. */
 		p.token = row.token;
-		p.new_token = issue_token(cat, p.job);
+		p.new_token = claims_issue_token(cat, p.job);
 		if (!claims_update(cat, CLAIM_TAKE_OVER, &p, &claimed_token))
 			PG_RETURN_NULL();
 
@@ -531,7 +598,7 @@ fence_claim(PG_FUNCTION_ARGS)
 	}
 
 	/* The job's first claim. */
-	p.new_token = issue_token(cat, p.job);
+	p.new_token = claims_issue_token(cat, p.job);
 	if (!claims_insert(cat, &p))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(p.new_token);
@@ -551,7 +618,7 @@ fence_renew(PG_FUNCTION_ARGS)
 	FenceCatalog *cat;
 	int64		expiry;
 
-	memset(&p, 0, sizeof(p));
+	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	p.token = fence_token_arg(fcinfo, 1);
 	p.lease = fence_lease_arg(fcinfo, 2);
@@ -583,16 +650,24 @@ fence_release(PG_FUNCTION_ARGS)
 	FenceCatalog *cat;
 	int64		released_token;
 	bool		released;
+	bool		newly_locked;
 
-	memset(&p, 0, sizeof(p));
+	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	p.token = fence_token_arg(fcinfo, 1);
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 
-	/* Like fence_renew: a claim must not queue behind our row lock. */
-	token_lock_against_takeover(p.token);
+	/*
+	 * Like fence_renew: a claim must not queue behind our row lock.  But a
+	 * call whose job and token do not match holds nothing it could need:
+	 * the lock it took for this call goes at once, or a stranger's release
+	 * of every token, left open, would block every takeover.
+	 */
+	newly_locked = token_lock_against_takeover(p.token);
 
 	released = claims_update(cat, CLAIM_RELEASE, &p, &released_token);
+	if (!released && newly_locked)
+		token_unlock(p.token);
 
 	/* Later writes in this transaction must see the release. */
 	fence_xact_forget_token(p.token);
@@ -632,4 +707,65 @@ fence_is_current(PG_FUNCTION_ARGS)
 
 	PG_RETURN_BOOL(claims_fetch(cat, false, CStringGetTextDatum(job), &row) &&
 				   !row.released && row.token == token);
+}
+
+/*
+ * fence_release_any(job) returns boolean
+ *
+ * A supervisor's release: end the job's current claim, whatever its token.
+ * EXECUTE is not granted to PUBLIC.  The current token's lock is taken as
+ * fence_release takes it.
+ */
+Datum
+fence_release_any(PG_FUNCTION_ARGS)
+{
+	ClaimsParams p;
+	FenceCatalog *cat;
+	ClaimRow	row;
+	int64		released_token;
+
+	claims_params_init(&p);
+	p.job = fence_job_arg(fcinfo, 0);
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	if (!claims_fetch(cat, false, CStringGetTextDatum(p.job), &row) || row.released)
+		PG_RETURN_BOOL(false);
+	p.token = row.token;
+	(void) token_lock_against_takeover(p.token);
+	if (!claims_update(cat, CLAIM_RELEASE_ANY, &p, &released_token))
+		PG_RETURN_BOOL(false);
+	fence_xact_forget_token(p.token);
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * fence_renew_any(job, lease) returns timestamptz
+ *
+ * A supervisor's renewal of the job's current claim, whatever its token.
+ */
+Datum
+fence_renew_any(PG_FUNCTION_ARGS)
+{
+	ClaimsParams p;
+	FenceCatalog *cat;
+	ClaimRow	row;
+	int64		expiry;
+
+	claims_params_init(&p);
+	p.job = fence_job_arg(fcinfo, 0);
+	p.lease = fence_lease_arg(fcinfo, 1);
+	p.now = GetCurrentTimestamp();
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	if (!claims_fetch(cat, false, CStringGetTextDatum(p.job), &row) || row.released)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				 errmsg("job \"%s\" has no current claim", p.job),
+				 errhint(FENCE_STOP_HINT)));
+	p.token = row.token;
+	(void) token_lock_against_takeover(p.token);
+	if (!claims_update(cat, CLAIM_RENEW_ANY, &p, &expiry))
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				 errmsg("job \"%s\" has no current claim", p.job),
+				 errhint(FENCE_STOP_HINT)));
+	PG_RETURN_TIMESTAMPTZ(expiry);
 }

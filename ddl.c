@@ -327,6 +327,31 @@ check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
 					fence_rel_display_name(child)));
 }
 
+/* Is the ALTER TABLE subcommand one that check_alter_table looks at? */
+static bool
+alter_cmd_checked(AlterTableType subtype)
+{
+	switch (subtype)
+	{
+		case AT_AddInherit:
+		case AT_DisableTrig:
+		case AT_DisableTrigAll:
+		case AT_DisableTrigUser:
+		case AT_EnableTrig:
+		case AT_EnableReplicaTrig:
+		case AT_AlterColumnType:
+		case AT_SetUnLogged:
+		case AT_DropColumn:
+		case AT_ColumnDefault:
+		case AT_AddIdentity:
+		case AT_SetIdentity:
+		case AT_AttachPartition:
+			return true;
+		default:
+			return false;
+	}
+}
+
 static void
 check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 {
@@ -343,6 +368,13 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 				(errcode(ERRCODE_FENCE_DDL_REFUSED),
 				 errmsg("cannot alter fence's token counter"),
 				 errdetail("Every token must stay above every token issued before it.")));
+
+	/* Most ALTER TABLEs change nothing fence looks at: no lookup for them. */
+	foreach(lc, stmt->cmds)
+		if (alter_cmd_checked(((AlterTableCmd *) lfirst(lc))->subtype))
+			break;
+	if (lc == NULL)
+		return;
 	protected = fence_registry_lookup(fns, relid, &column, &mode);
 
 	foreach(lc, stmt->cmds)
@@ -822,6 +854,17 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 
 	if (!OidIsValid(relid))
 		return;
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableType subtype = ((AlterTableCmd *) lfirst(lc))->subtype;
+
+		if (subtype == AT_AttachPartition || subtype == AT_DetachPartition ||
+			subtype == AT_AddInherit || subtype == AT_EnableTrigAll ||
+			subtype == AT_EnableTrigUser)
+			break;
+	}
+	if (lc == NULL)
+		return;
 	protected = fence_registry_lookup(fns, relid, &column, &mode);
 
 	foreach(lc, stmt->cmds)
@@ -921,6 +964,21 @@ end_rename(FenceTriggerFns *fns, const char *command)
 	}
 }
 
+/* Does the CREATE (TABLE, FOREIGN TABLE, SCHEMA) make a child of a table? */
+static bool
+creates_child(Node *parsetree)
+{
+	ListCell   *lc;
+
+	if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt))
+		return ((CreateStmt *) parsetree)->inhRelations != NIL;
+	foreach(lc, ((CreateSchemaStmt *) parsetree)->schemaElts)
+		if (IsA(lfirst(lc), CreateStmt) &&
+			((CreateStmt *) lfirst(lc))->inhRelations != NIL)
+			return true;
+	return false;
+}
+
 /*
  * fence_ddl_command_end() returns event_trigger
  */
@@ -941,6 +999,9 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 		case T_CreateStmt:
 		case T_CreateForeignTableStmt:
 		case T_CreateSchemaStmt:
+			/* Only a child (PARTITION OF, INHERITS) can join a protected tree. */
+			if (!creates_child(parsetree))
+				break;
 			fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
 			protect_new_children(&fns);
 			break;
@@ -993,6 +1054,8 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 	if (in_fence_script())
 		PG_RETURN_VOID();
 	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	if (!fence_registry_any(&fns))
+		PG_RETURN_VOID();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

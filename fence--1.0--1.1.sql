@@ -154,3 +154,35 @@ CREATE EVENT TRIGGER fence_table_rewrite ON table_rewrite
 	EXECUTE FUNCTION fence_table_rewrite();
 ALTER EVENT TRIGGER fence_table_rewrite ENABLE ALWAYS;
 
+
+--
+-- Writers that are not jobs: a fresh token for this transaction only.
+--
+CREATE FUNCTION fence_begin_fresh(reason pg_catalog.text DEFAULT NULL)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'fence_begin_fresh'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+--
+-- The claim API trusts no stranger.  Each claim records the role that made
+-- it; fence_renew and fence_release of it need membership in that role,
+-- superuser, or EXECUTE on the *_any functions, which are for supervisors
+-- and so not granted to PUBLIC.  Claims made before 1.1 (NULL) stay
+-- unrestricted.
+--
+ALTER TABLE fence_claims ADD COLUMN claimed_by pg_catalog.text;
+
+CREATE FUNCTION fence_release_any(job pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'fence_release_any'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+CREATE FUNCTION fence_renew_any(job pg_catalog.text,
+								lease pg_catalog.interval DEFAULT '5 minutes')
+RETURNS pg_catalog.timestamptz
+AS 'MODULE_PATHNAME', 'fence_renew_any'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+-- Granted on purpose, to supervisors: they end or extend others' claims.
+REVOKE ALL ON FUNCTION fence_release_any(pg_catalog.text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence_renew_any(pg_catalog.text, pg_catalog.interval) FROM PUBLIC;

@@ -20,6 +20,8 @@
 
 #include "fence.h"
 
+#include <limits.h>
+
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
@@ -40,6 +42,9 @@ PG_MODULE_MAGIC;
 
 void		_PG_init(void);
 
+/* fence.max_lease, in seconds */
+int			fence_max_lease_seconds = 86400;
+
 static FenceCatalog fence_cat;	/* the cached catalog */
 static bool fence_cat_valid = false;	/* false until looked up, and after an
 										 * invalidation of any relation in it */
@@ -53,6 +58,16 @@ static void fence_catalog_invalidate(Datum arg, Oid relid);
 void
 _PG_init(void)
 {
+	DefineCustomIntVariable("fence.max_lease",
+							"The longest lease fence_claim and fence_renew accept.",
+							"A lease outlives a dead worker: it bounds how long a job can stay held by one.",
+							&fence_max_lease_seconds,
+							86400,
+							1,
+							INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
 	DefineCustomBoolVariable("fence.allow_ddl",
 							 "Lets this session run DDL that fence refuses on protected tables.",
 							 "Each table it lets DDL through for is recorded in fence_audit_log. "
@@ -114,18 +129,24 @@ fence_lookup_relation(Oid nspid, const char *relname, char relkind)
 }
 
 /*
- * A trigger function of fence's, taking no arguments, in its schema.  Found
- * by the schema's OID in the catalog, so that no USAGE on the schema is
- * needed: the event triggers run for every role's DDL.
+ * A function of fence's in its schema, by name and argument types, or
+ * InvalidOid.  Found by the schema's OID in the catalog, so that no USAGE
+ * on the schema is needed: the event triggers run for every role's DDL.
  */
+Oid
+fence_find_function(Oid nspid, const char *fnname, int nargs, const Oid *argtypes)
+{
+	return GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
+						   CStringGetDatum(fnname),
+						   PointerGetDatum(buildoidvector(argtypes, nargs)),
+						   ObjectIdGetDatum(nspid));
+}
+
+/* A trigger function of fence's (no arguments), which must exist. */
 Oid
 fence_lookup_function(Oid nspid, const char *fnname)
 {
-	oidvector  *noargs = buildoidvector(NULL, 0);
-	Oid			fnoid = GetSysCacheOid3(PROCNAMEARGSNSP, Anum_pg_proc_oid,
-										CStringGetDatum(fnname),
-										PointerGetDatum(noargs),
-										ObjectIdGetDatum(nspid));
+	Oid			fnoid = fence_find_function(nspid, fnname, 0, NULL);
 
 	if (!OidIsValid(fnoid))
 		ereport(ERROR,
@@ -225,6 +246,7 @@ fence_catalog_build(Oid fn_oid)
 												"lease_expires_at");
 	fence_cat.att_holder = get_attnum(fence_cat.claims_relid, "holder");
 	fence_cat.att_claimed_at = get_attnum(fence_cat.claims_relid, "claimed_at");
+	fence_cat.att_claimed_by = get_attnum(fence_cat.claims_relid, "claimed_by");
 	if (fence_cat.att_holder == InvalidAttrNumber ||
 		fence_cat.att_claimed_at == InvalidAttrNumber ||
 		fence_cat.att_job == InvalidAttrNumber ||
@@ -235,6 +257,14 @@ fence_catalog_build(Oid fn_oid)
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("table \"%s.fence_claims\" lacks a column fence needs",
 						fence_cat.nspname)));
+
+	{
+		Oid			text_arg[1] = {TEXTOID};
+		Oid			renew_args[2] = {TEXTOID, INTERVALOID};
+
+		fence_cat.release_any_fn = fence_find_function(nspid, "fence_release_any", 1, text_arg);
+		fence_cat.renew_any_fn = fence_find_function(nspid, "fence_renew_any", 2, renew_args);
+	}
 
 	fence_cat.generation = ++generation;
 }
@@ -339,7 +369,47 @@ fence_lease_arg(FunctionCallInfo fcinfo, int argno)
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(lease))))));
 	pfree(zero);
+
+	/* No lease longer than fence.max_lease: a dead worker's claim must end. */
+	{
+		Interval   *max = (Interval *) palloc0(sizeof(Interval));
+
+		max->time = (int64) fence_max_lease_seconds * USECS_PER_SEC;
+		if (DatumGetInt32(DirectFunctionCall2(interval_cmp,
+											  IntervalPGetDatum(lease),
+											  IntervalPGetDatum(max))) > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("lease is longer than fence.max_lease"),
+					 errdetail("The lease given is %s; fence.max_lease is %s.",
+							   DatumGetCString(DirectFunctionCall1(interval_out,
+																   IntervalPGetDatum(lease))),
+							   DatumGetCString(DirectFunctionCall1(interval_out,
+																   IntervalPGetDatum(max)))),
+					 errhint("A superuser can raise fence.max_lease, for a role or a database with ALTER ROLE or ALTER DATABASE ... SET.")));
+		pfree(max);
+	}
 	return lease;
+}
+
+/* The holder argument: NULL, or at most FENCE_MAX_JOB_BYTES bytes. */
+text *
+fence_holder_arg(FunctionCallInfo fcinfo, int argno)
+{
+	text	   *holder;
+	int			len;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	holder = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(holder);
+	if (len > FENCE_MAX_JOB_BYTES)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("holder is too long"),
+				 errdetail("A holder may be at most %d bytes; this one is %d bytes.",
+						   FENCE_MAX_JOB_BYTES, len)));
+	return holder;
 }
 
 /*

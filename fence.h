@@ -92,6 +92,9 @@ typedef struct FenceCatalog
 	AttrNumber	att_lease_expires_at;
 	AttrNumber	att_holder;
 	AttrNumber	att_claimed_at;
+	AttrNumber	att_claimed_by; /* 1.1; InvalidAttrNumber under 1.0's SQL */
+	Oid			release_any_fn; /* fence_release_any(text), or InvalidOid */
+	Oid			renew_any_fn;	/* fence_renew_any(text, interval), or InvalidOid */
 	Oid			claims_owner;	/* the registry is written as this role */
 	Oid			token_seq_owner;	/* the counter is read as this role */
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
@@ -101,11 +104,15 @@ typedef struct FenceCatalog
 extern FenceCatalog *fence_catalog(Oid fn_oid);
 extern Relation fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode);
 extern Oid	fence_lookup_function(Oid nspid, const char *fnname);
+extern Oid	fence_find_function(Oid nspid, const char *fnname, int nargs,
+								const Oid *argtypes);
 extern void fence_require_arg(FunctionCallInfo fcinfo, int argno,
 							  const char *name);
 extern char *fence_job_arg(FunctionCallInfo fcinfo, int argno);
 extern int64 fence_token_arg(FunctionCallInfo fcinfo, int argno);
 extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
+extern text *fence_holder_arg(FunctionCallInfo fcinfo, int argno);
+extern int	fence_max_lease_seconds;
 extern int64 fence_last_token_issued(FenceCatalog *cat);
 
 /* What the registry's index read of one claim row returns (claims.c). */
@@ -120,9 +127,11 @@ typedef struct ClaimRow
 /* claims.c */
 extern bool claims_fetch(FenceCatalog *cat, bool by_token, Datum key,
 						 ClaimRow *row);
+extern int64 claims_issue_token(FenceCatalog *cat, const char *job);
 
 /* token.c */
-extern void token_lock_against_takeover(int64 token);
+extern bool token_lock_against_takeover(int64 token);
+extern void token_unlock(int64 token);
 extern bool token_try_lock_for_takeover(int64 token);
 extern bool token_try_lock_job_for_claim(const char *job);
 extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
@@ -172,6 +181,14 @@ extern void fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,
 						const char *reason);
 
 /* xact.c */
+
+/*
+ * The generation of a token no registry vouches for (fence_begin_fresh):
+ * it stays validated whatever the catalog does.  Catalog generations start
+ * at 1.
+ */
+#define FENCE_ANY_GENERATION 0
+
 extern void fence_xact_allow_ddl(Oid relid);
 extern bool fence_xact_ddl_allowed(Oid relid);
 extern bool fence_xact_setting_recorded(Oid relid);

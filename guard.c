@@ -328,12 +328,19 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 	if (w->has_stmt_token && w->bound_token != 0 && w->stmt_token != w->bound_token)
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				 w->bound_job ?
 				 errmsg("write to \"%s\" carries a fencing token other than token " INT64_FORMAT " of job \"%s\"",
 						RelationGetRelationName(trigdata->tg_relation),
-						w->bound_token, w->bound_job),
+						w->bound_token, w->bound_job) :
+				 errmsg("write to \"%s\" carries a fencing token other than fresh token " INT64_FORMAT,
+						RelationGetRelationName(trigdata->tg_relation), w->bound_token),
+				 w->bound_job ?
 				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT " of job \"%s\".",
 						   guard_column_name(trigdata, cfg),
-						   w->stmt_token, w->bound_token, w->bound_job),
+						   w->stmt_token, w->bound_token, w->bound_job) :
+				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT ".",
+						   guard_column_name(trigdata, cfg),
+						   w->stmt_token, w->bound_token),
 				 errhint(FENCE_STOP_HINT)));
 	if (!w->has_stmt_token && w->bound_token == 0)
 		ereport(ERROR,
@@ -377,8 +384,11 @@ guard_ask_arbiter(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardWrite *w)
 	if (fence_xact_issued_in_statement(w->token, &minted_job))
 		ereport(ERROR,
 				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				 minted_job ?
 				 errmsg("fencing token " INT64_FORMAT " of job \"%s\" was issued during the statement that writes \"%s\" with it",
-						w->token, minted_job, RelationGetRelationName(trigdata->tg_relation)),
+						w->token, minted_job, RelationGetRelationName(trigdata->tg_relation)) :
+				 errmsg("fencing token " INT64_FORMAT " was issued during the statement that writes \"%s\" with it",
+						w->token, RelationGetRelationName(trigdata->tg_relation)),
 				 errdetail("A token claimed while a statement runs, by a trigger for example, cannot vouch for that statement."),
 				 errhint("Claim the job in an earlier statement, then write with its token.")));
 
@@ -413,8 +423,11 @@ guard_check_row(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_ROW_NEWER),
+			 w->job ?
 			 errmsg("row of \"%s\" is newer than fencing token " INT64_FORMAT " of job \"%s\"",
-					RelationGetRelationName(trigdata->tg_relation), w->token, w->job),
+					RelationGetRelationName(trigdata->tg_relation), w->token, w->job) :
+			 errmsg("row of \"%s\" is newer than fresh fencing token " INT64_FORMAT,
+					RelationGetRelationName(trigdata->tg_relation), w->token),
 			 errdetail("Column \"%s\" holds " INT64_FORMAT "; in %s mode a write needs a token %s it.",
 					   guard_column_name(trigdata, cfg), stored,
 					   cfg->mode == FENCE_MODE_STRICT ? "strict" : "repeat",

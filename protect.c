@@ -35,7 +35,11 @@
 #include "fence.h"
 
 #include "access/htup_details.h"
+#include "access/genam.h"
 #include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/partition.h"
 #include "catalog/pg_class.h"
@@ -45,12 +49,15 @@
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(fence_protect);
@@ -206,53 +213,92 @@ relid_text(Oid relid)
 /*
  * Is the relation protected?  If so, *column and *mode (when not NULL) get
  * its epoch column and mode, palloc'd in the caller's context.
+ *
+ * Every checked DDL command asks this, on unprotected tables too, so it
+ * reads fence_protected through its primary key directly, with the latest
+ * snapshot, as claims.c reads fence_claims: no SPI, no planning, no
+ * privilege check (the registry is fence's).  Rows only ever come from
+ * fence's own writes through the executor.
  */
 bool
 fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mode)
 {
-	MemoryContext callercxt = CurrentMemoryContext;
-	const char *args[1];
+	Oid			regid = get_relname_relid("fence_protected", fns->nspid);
+	Oid			idxid = get_relname_relid("fence_protected_pkey", fns->nspid);
+	Relation	rel;
+	Relation	idx;
+	Snapshot	snapshot;
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
 	bool		found;
-	char	   *sql;
 
-	sql = psprintf("SELECT epoch_column::pg_catalog.text, mode FROM %s"
-				   " WHERE relation OPERATOR(pg_catalog.=) $1::pg_catalog.oid::pg_catalog.regclass",
-				   quote_qualified_identifier(fns->nspname, "fence_protected"));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	args[0] = relid_text(relid);
-	fence_spi_as_owner(fns, "fence_protected", sql, 1, args);
-	found = (SPI_processed > 0);
+	if (!OidIsValid(regid) || !OidIsValid(idxid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation \"%s.fence_protected\" of extension \"fence\" does not exist",
+						fns->nspname),
+				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
+	rel = table_open(regid, AccessShareLock);
+	idx = index_open(idxid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	slot = table_slot_create(rel, NULL);
+
+	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
+#if PG_VERSION_NUM >= 180000
+	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
+#else
+	scan = index_beginscan(rel, idx, snapshot, 1, 0);
+#endif
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 	if (found)
 	{
-		MemoryContext spicxt = MemoryContextSwitchTo(callercxt);
+		bool		isnull;
+		Datum		value;
 
 		if (column)
-			*column = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		{
+			value = slot_getattr(slot, get_attnum(regid, "epoch_column"), &isnull);
+			*column = isnull ? pstrdup("") : pstrdup(NameStr(*DatumGetName(value)));
+		}
 		if (mode)
-			*mode = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-		MemoryContextSwitchTo(spicxt);
+		{
+			value = slot_getattr(slot, get_attnum(regid, "mode"), &isnull);
+			*mode = isnull ? pstrdup("") : TextDatumGetCString(value);
+		}
 	}
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
+
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, AccessShareLock);
+	table_close(rel, AccessShareLock);
 	return found;
 }
 
-/* Does the registry hold any relation at all? */
+/* Does the registry hold any relation at all?  (One heap tuple will do.) */
 bool
 fence_registry_any(FenceTriggerFns *fns)
 {
+	Oid			regid = get_relname_relid("fence_protected", fns->nspid);
+	Relation	rel;
+	Snapshot	snapshot;
+	TableScanDesc scan;
+	TupleTableSlot *slot;
 	bool		found;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	fence_spi_as_owner(fns, "fence_protected",
-					   psprintf("SELECT FROM %s LIMIT 1",
-								quote_qualified_identifier(fns->nspname, "fence_protected")),
-					   0, NULL);
-	found = (SPI_processed > 0);
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
+	if (!OidIsValid(regid))
+		return false;
+	rel = table_open(regid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	slot = table_slot_create(rel, NULL);
+	scan = table_beginscan(rel, snapshot, 0, NULL);
+	found = table_scan_getnextslot(scan, ForwardScanDirection, slot);
+	table_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, AccessShareLock);
 	return found;
 }
 

@@ -39,6 +39,7 @@
 #include "utils/fmgrprotos.h"
 
 PG_FUNCTION_INFO_V1(fence_begin);
+PG_FUNCTION_INFO_V1(fence_begin_fresh);
 
 /* What the registry says about a token. */
 typedef enum FenceTokenState
@@ -80,16 +81,30 @@ set_token_locktag(LOCKTAG *tag, int64 token)
 /*
  * Take a token's lock in share mode to the end of the transaction, waiting
  * for a claim in flight if need be: no takeover of the job can succeed
- * until the transaction ends.
+ * until the transaction ends.  Returns whether this call took it (rather
+ * than finding it held already).
  */
-void
+bool
 token_lock_against_takeover(int64 token)
 {
 	LOCKTAG		tag;
 
 	set_token_locktag(&tag, token);
 	fence_xact_note_lock();
-	(void) LockAcquire(&tag, ShareLock, false, false);
+	return LockAcquire(&tag, ShareLock, false, false) == LOCKACQUIRE_OK;
+}
+
+/*
+ * Give back the share lock this call took (token_lock_against_takeover
+ * said it was new): the caller found the token is not the job's.
+ */
+void
+token_unlock(int64 token)
+{
+	LOCKTAG		tag;
+
+	set_token_locktag(&tag, token);
+	(void) LockRelease(&tag, ShareLock, false);
 }
 
 /* Take a token's lock in exclusive mode if no writer holds it. */
@@ -294,4 +309,55 @@ fence_begin(PG_FUNCTION_ARGS)
 						   token, job),
 				 errhint("Call fence_begin after BEGIN, in the transaction that makes the writes.")));
 	PG_RETURN_VOID();
+}
+
+/*
+ * fence_begin_fresh(reason) returns bigint
+ *
+ * The sanctioned path for a writer that is not a job (the web application,
+ * an admin fix, a cron script, a migration): a new token from the counter,
+ * newer than every token issued before it, bound to this transaction as
+ * fence_begin binds one.  No claim holds it, so no other transaction can
+ * present it as current (5F001); this one holds it until it ends.  In
+ * strict and repeat mode the fresh writer is the newest writer: a stale
+ * execution writing a row after it is fenced (5F002).  With a reason, the
+ * call is recorded in fence_audit_log.
+ */
+Datum
+fence_begin_fresh(PG_FUNCTION_ARGS)
+{
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	char	   *reason = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int64		token;
+
+	if (reason != NULL && reason[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reason must not be empty"),
+				 errdetail("Pass NULL to record nothing; a reason is kept in fence_audit_log.")));
+	if (in_trigger())
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_DDL_REFUSED),
+				 errmsg("fence_begin_fresh cannot be called from a trigger"),
+				 errdetail("A binding made by a trigger would cover the statement that fired it, which no token vouched for."),
+				 errhint("Call fence_begin_fresh in the transaction before the statements that write.")));
+
+	token = claims_issue_token(cat, NULL);
+	fence_xact_remember_token(token, FENCE_ANY_GENERATION, NULL);
+	fence_xact_bind(NULL, token);
+	if (reason != NULL)
+	{
+		FenceTriggerFns fns;
+
+		fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+		fence_audit(&fns, "begin_fresh", InvalidOid, NULL,
+					psprintf("token " INT64_FORMAT, token), reason);
+	}
+
+	if (!IsTransactionBlock())
+		ereport(WARNING,
+				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),
+				 errmsg("fence_begin_fresh outside a transaction block binds the token for this statement only"),
+				 errhint("Call fence_begin_fresh after BEGIN, in the transaction that makes the writes.")));
+	PG_RETURN_INT64(token);
 }

@@ -255,7 +255,8 @@ fence_xact_token_validated(int64 token, uint64 generation, const char **job)
 
 	for (i = n_held_tokens - 1; i >= 0; i--)
 		if (held_tokens[i].token == token &&
-			held_tokens[i].generation == generation)
+			(held_tokens[i].generation == generation ||
+			 held_tokens[i].generation == FENCE_ANY_GENERATION))
 		{
 			if (job)
 				*job = held_tokens[i].job;
@@ -318,7 +319,8 @@ fence_xact_bind(const char *job, int64 token)
 			bindings = repalloc(bindings, max_bindings * sizeof(FenceBinding));
 	}
 	bindings[n_bindings].token = token;
-	bindings[n_bindings].job = MemoryContextStrdup(TopTransactionContext, job);
+	bindings[n_bindings].job = job ?
+		MemoryContextStrdup(TopTransactionContext, job) : NULL;
 	bindings[n_bindings].subid = GetCurrentSubTransactionId();
 	n_bindings++;
 }
@@ -441,7 +443,8 @@ fence_xact_note_issued(int64 token, const char *job)
 	}
 	issued[n_issued].token = token;
 	issued[n_issued].cid = GetCurrentCommandId(false);
-	issued[n_issued].job = MemoryContextStrdup(TopTransactionContext, job);
+	issued[n_issued].job = job ?
+		MemoryContextStrdup(TopTransactionContext, job) : NULL;
 	n_issued++;
 }
 

@@ -207,7 +207,8 @@ my $a1 = q1($db, q{SELECT fence_claim('job-a', '1 hour', 'w4')});
 cmp_ok($a1, '>', $b2, "$w: tokens keep increasing");
 my $old_max = q1($db, 'SELECT last_value FROM fence_token_seq');
 
-my $claims_sql = q{SELECT string_agg(t::text, E'\n' ORDER BY t.job) FROM fence_claims t};
+# 1.0's columns (1.1 adds claimed_by, NULL for claims made before it)
+my $claims_sql = q{SELECT string_agg(format('%s %s %s %s %s %s', t.job, t.token, t.holder, t.claimed_at, t.lease_expires_at, t.released), E'\n' ORDER BY t.job) FROM fence_claims t};
 my $seq_sql = q{SELECT format('%s %s', last_value, is_called) FROM fence_token_seq};
 my $claims_before = q1($db, $claims_sql);
 my $seq_before = q1($db, $seq_sql);
