@@ -16,7 +16,7 @@ root=$(cd "$here/../.." && pwd)
 out=$(mktemp -d "${TMPDIR:-/tmp}/fence-ddl-smoke.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 
-bash "$root/bench/ddl_overhead.sh" --quick --src "$root" --out "$out" ${FENCE_PORT:+--port "$FENCE_PORT"}
+bash "$root/bench/ddl_overhead.sh" --quick --src "$root" --out "$out"
 for want in 'fence against no fence' 'table' 'partition'; do
 	if ! grep -rqF "$want" "$out" 2>/dev/null; then
 		echo "ddl_bench_smoke: report lacks \"$want\"" >&2
