@@ -318,8 +318,7 @@ claims_row_allows(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	TimestampTz expires = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
 														   &isnull));
 
-	if (change == CLAIM_RENEW_ANY || change == CLAIM_RELEASE_ANY)
-		return !released;
+	/* (The *_ANY changes set p->token to the token they read and locked.) */
 	if (token != p->token)
 		return false;
 	if (change == CLAIM_TAKE_OVER)

@@ -112,8 +112,10 @@ AS 'MODULE_PATHNAME', 'fence_allow_ddl'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 -- fence_unprotect moves into C beside fence_protect (it runs DDL that the
--- event triggers refuse to anyone else).
-CREATE OR REPLACE FUNCTION fence_unprotect(tbl pg_catalog.regclass)
+-- event triggers refuse to anyone else), and records a reason.
+DROP FUNCTION fence_unprotect(pg_catalog.regclass);
+CREATE FUNCTION fence_unprotect(tbl pg_catalog.regclass,
+								reason pg_catalog.text DEFAULT NULL)
 RETURNS pg_catalog.void
 AS 'MODULE_PATHNAME', 'fence_unprotect'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;

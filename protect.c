@@ -605,11 +605,11 @@ fence_protect(PG_FUNCTION_ARGS)
 }
 
 /*
- * fence_unprotect(tbl regclass) returns void
+ * fence_unprotect(tbl regclass, reason text) returns void
  *
  * Remove the guard (with its clones on partitions) and every TRUNCATE
  * refusal of the table's tree, and forget the tree.  The epoch column and
- * its values stay.
+ * its values stay.  Recorded, with the reason if one is given.
  */
 Datum
 fence_unprotect(PG_FUNCTION_ARGS)
@@ -618,9 +618,20 @@ fence_unprotect(PG_FUNCTION_ARGS)
 	Oid			relid;
 	List	   *members;
 	ListCell   *lc;
+	char	   *reason = NULL;
 
 	fence_require_arg(fcinfo, 0, "table");
 	relid = PG_GETARG_OID(0);
+	/* (1.0's SQL declares no reason: the library serves both until UPDATE) */
+	if (PG_NARGS() > 1 && !PG_ARGISNULL(1))
+	{
+		reason = text_to_cstring(PG_GETARG_TEXT_PP(1));
+		if (reason[0] == '\0')
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("reason must not be empty"),
+					 errdetail("Pass NULL to record none; a reason is kept in fence_audit_log.")));
+	}
 	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
 
 	if (!fence_may_manage(relid))
@@ -654,6 +665,6 @@ fence_unprotect(PG_FUNCTION_ARGS)
 											fence_rel_query_name(member)));
 		fence_registry_forget(&fns, member);
 	}
-	fence_audit(&fns, "unprotect", relid, NULL, "fence_unprotect", NULL);
+	fence_audit(&fns, "unprotect", relid, NULL, "fence_unprotect", reason);
 	PG_RETURN_VOID();
 }

@@ -343,6 +343,8 @@ fence_begin_fresh(PG_FUNCTION_ARGS)
 				 errhint("Call fence_begin_fresh in the transaction before the statements that write.")));
 
 	token = claims_issue_token(cat, NULL);
+	/* As fence_begin: PREPARE TRANSACTION is refused from here on. */
+	fence_xact_note_lock();
 	fence_xact_remember_token(token, FENCE_ANY_GENERATION, NULL);
 	fence_xact_bind(NULL, token);
 	if (reason != NULL)

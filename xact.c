@@ -442,7 +442,11 @@ fence_xact_note_issued(int64 token, const char *job)
 			issued = repalloc(issued, max_issued * sizeof(FenceIssuedToken));
 	}
 	issued[n_issued].token = token;
-	issued[n_issued].cid = GetCurrentCommandId(false);
+	/*
+	 * Mark the command ID used, so that the next statement runs at a later
+	 * one even if nothing else in this one writes (fence_begin_fresh).
+	 */
+	issued[n_issued].cid = GetCurrentCommandId(true);
 	issued[n_issued].job = job ?
 		MemoryContextStrdup(TopTransactionContext, job) : NULL;
 	n_issued++;

@@ -136,7 +136,7 @@ SELECT pg_temp.try($$SELECT fence_claim('bad-job', '1 hour', 42)$$);
 SELECT pg_temp.try($$SELECT fence_renew('bad-job', 'abc')$$);
 SELECT pg_temp.try($$SELECT fence_protect('bad', 42)$$);
 SELECT pg_temp.try($$SELECT fence_protect(42.5)$$);
-SELECT pg_temp.try($$SELECT fence_unprotect('bad', 'writer_epoch')$$);
+SELECT pg_temp.try($$SELECT fence_unprotect('bad', 'writer_epoch', 'strict')$$);
 -- and bad-job's claim is untouched by all of it
 SELECT fence_current('bad-job') = :tok AS still_current;
 

@@ -128,6 +128,16 @@ DROP TRIGGER zz_fence_truncate ON stray;
 DROP TRIGGER zz_fence_truncate ON guarded;
 \echo :SQLSTATE
 
+--
+-- fence_unprotect records its reason; an empty one is refused.
+--
+SELECT fence_unprotect('guarded', '');
+\echo :SQLSTATE
+SELECT fence_unprotect('guarded', 'decommissioned with ticket 42');
+SELECT action, relation, reason FROM fence_audit_log
+ WHERE action = 'unprotect' AND relation = 'public.guarded';
+SELECT count(*) AS still_registered FROM fence_protected WHERE relation = 'guarded'::regclass;
+
 DROP TABLE stray, ev, ev_plain, other_parent, hand_plain, hand, hand_child, guarded;
 DROP FUNCTION noop();
 DROP OWNED BY fence_regress_edges_owner;
