@@ -235,6 +235,16 @@ is_fence_relation(FenceTriggerFns *fns, Oid relid)
 	return false;
 }
 
+/* ALTER SEQUENCE (or ALTER TABLE) of the token counter: never. */
+static void
+refuse_counter_change(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_FENCE_DDL_REFUSED),
+			 errmsg("cannot alter fence's token counter"),
+			 errdetail("Every token must stay above every token issued before it.")));
+}
+
 static void
 refuse_fence_relation(Oid relid)
 {
@@ -364,10 +374,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 	if (!OidIsValid(relid))
 		return;
 	if (relid == get_relname_relid("fence_token_seq", fns->nspid))
-		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_DDL_REFUSED),
-				 errmsg("cannot alter fence's token counter"),
-				 errdetail("Every token must stay above every token issued before it.")));
+		refuse_counter_change();
 
 	/* Most ALTER TABLEs change nothing fence looks at: no lookup for them. */
 	foreach(lc, stmt->cmds)
@@ -568,6 +575,13 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	{
 		char	   *tgname;
 
+		/*
+		 * The lock CREATE TRIGGER takes anyway, taken before looking: a
+		 * parallel restore may be giving this table fence's trigger in
+		 * another session right now, and its row must be seen (and
+		 * replaced), not collided with.
+		 */
+		LockRelationOid(relid, ShareRowExclusiveLock);
 		if (fence_rel_trigger(relid, fnoid, NULL, &tgname) &&
 			strcmp(tgname, stmt->trigname) == 0)
 			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
@@ -713,10 +727,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 		case T_AlterSeqStmt:
 			if (rangevar_relid(((AlterSeqStmt *) parsetree)->sequence) ==
 				get_relname_relid("fence_token_seq", fns.nspid))
-				ereport(ERROR,
-						(errcode(ERRCODE_FENCE_DDL_REFUSED),
-						 errmsg("cannot alter fence's token counter"),
-						 errdetail("Every token must stay above every token issued before it.")));
+				refuse_counter_change();
 			break;
 		case T_AlterObjectSchemaStmt:
 			{

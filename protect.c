@@ -52,6 +52,7 @@
 #include "executor/tuptable.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -401,6 +402,8 @@ fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
 
 		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 			refuse_foreign_member(member);
+		/* See fence_cover_truncate: look under the lock CREATE TRIGGER takes. */
+		LockRelationOid(member, ShareRowExclusiveLock);
 		/* A legacy inheritance child's guard is its own: make it this one. */
 		if (member != relid && !get_rel_relispartition(member) &&
 			fence_rel_trigger(member, fns->guard_fn, NULL, &tgname))
@@ -446,6 +449,14 @@ fence_cover_truncate(FenceTriggerFns *fns, Oid relid, bool create_missing)
 				refuse_foreign_member(member);
 			continue;
 		}
+
+		/*
+		 * Look for the refusal under the lock CREATE TRIGGER takes: another
+		 * session (a parallel restore) may be creating it right now, and
+		 * its trigger must be seen, not collided with.
+		 */
+		if (create_missing)
+			LockRelationOid(member, ShareRowExclusiveLock);
 
 		if (!fence_rel_trigger(member, fns->refuse_truncate_fn, &tgenabled, &tgname))
 		{
