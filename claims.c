@@ -518,14 +518,21 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
  * record is flushed, recovery restarts the counter above every value
  * returned so far.  So flush up to the page's LSN: usually it is flushed
  * already and this costs a comparison.
+ *
+ * Tokens are ordered across timelines too (token.c): the counter is first
+ * moved into the current timeline's range if it is below it.
  */
 int64
 claims_issue_token(FenceCatalog *cat, const char *job)
 {
-	int64		token = nextval_internal(cat->token_seq_relid, false);
+	int64		token;
 	Relation	seqrel;
 	Buffer		buf;
 	XLogRecPtr	lsn;
+
+	token_counter_to_timeline(cat);
+	token = nextval_internal(cat->token_seq_relid, false);
+	token_check_range(token);
 
 	seqrel = relation_open(cat->token_seq_relid, NoLock);	/* nextval locked it */
 	buf = ReadBuffer(seqrel, 0);

@@ -739,3 +739,15 @@ BEGIN
 	END LOOP;
 END
 $$;
+
+--
+-- Tokens across timelines (token.c): every token of timeline T lies in
+-- [(T - 1) * 2^40, T * 2^40).  fence_advance(margin) is the runbook step for
+-- what PostgreSQL cannot see: a restore that stays on the same timeline, a
+-- table loaded with pg_dump -t.  Superusers only.
+--
+CREATE FUNCTION fence_advance(margin pg_catalog.int8 DEFAULT 4294967296)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'fence_advance'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION fence_advance(pg_catalog.int8) FROM PUBLIC;

@@ -75,6 +75,14 @@
  */
 #define FENCE_LOCKTAG_TOKEN		0x4601	/* one token: writers vs takeover */
 #define FENCE_LOCKTAG_JOB		0x4602	/* one job name: claim vs claim */
+#define FENCE_LOCKTAG_COUNTER	0x4603	/* moving the counter */
+
+/*
+ * Tokens per timeline.  Tokens issued on timeline T lie in
+ * [(T - 1) * 2^40, T * 2^40): a token issued after a promotion or a PITR
+ * is greater than every token that could have been issued before it.
+ */
+#define FENCE_TIMELINE_BITS		40
 
 /* The fence relations, found in the extension's schema. */
 typedef struct FenceCatalog
@@ -137,6 +145,10 @@ extern bool token_try_lock_job_for_claim(const char *job);
 extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
 									const char *job,
 									bool for_guard);
+extern void token_counter_to_timeline(FenceCatalog *cat);
+extern void token_check_range(int64 token);
+extern void token_move_counter(FenceCatalog *cat, int64 last_value,
+							   const char *why);
 extern void token_report_not_current(FenceCatalog *cat, int64 token,
 									 const char *job) pg_attribute_noreturn();
 

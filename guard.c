@@ -405,8 +405,10 @@ guard_ask_arbiter(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardWrite *w)
  * order; the arbiter alone keeps stale writers out).
  */
 static void
-guard_check_row(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
+guard_check_row(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardConfig *cfg,
+				GuardWrite *w)
 {
+	int64		last_issued;
 	Datum		datum;
 	bool		isnull;
 	int64		stored;
@@ -420,6 +422,17 @@ guard_check_row(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 	stored = DatumGetInt64(datum);
 	if (cfg->mode == FENCE_MODE_STRICT ? w->token > stored : w->token >= stored)
 		return;
+
+	/* An epoch no token of this counter wrote: a restore, or a copy. */
+	last_issued = fence_last_token_issued(fence_catalog(fcinfo->flinfo->fn_oid));
+	if (stored > last_issued)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_ROW_NEWER),
+				 errmsg("row of \"%s\" holds epoch " INT64_FORMAT " from the future: fence has issued no token that high",
+						RelationGetRelationName(trigdata->tg_relation), stored),
+				 errdetail("Column \"%s\" holds " INT64_FORMAT "; the last token issued is " INT64_FORMAT ".",
+						   guard_column_name(trigdata, cfg), stored, last_issued),
+				 errhint("After a restore, or rows copied from another database, a superuser runs SELECT fence_advance(); see doc/fence.md section 9.4.")));
 
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_ROW_NEWER),
@@ -471,7 +484,7 @@ fence_guard(PG_FUNCTION_ARGS)
 
 	guard_find_token(trigdata, cfg, &w);
 	guard_ask_arbiter(trigdata, fcinfo, &w);
-	guard_check_row(trigdata, cfg, &w);
+	guard_check_row(trigdata, fcinfo, cfg, &w);
 	return PointerGetDatum(guard_stamp(trigdata, cfg, &w));
 }
 

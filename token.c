@@ -32,14 +32,19 @@
 #include "fence.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "common/hashfn.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 
 PG_FUNCTION_INFO_V1(fence_begin);
 PG_FUNCTION_INFO_V1(fence_begin_fresh);
+PG_FUNCTION_INFO_V1(fence_advance);
 
 /* What the registry says about a token. */
 typedef enum FenceTokenState
@@ -130,6 +135,114 @@ token_try_lock_job_for_claim(const char *job)
 						 (uint32) key, FENCE_LOCKTAG_JOB);
 	fence_xact_note_lock();
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/*
+ * Timeline ranges.  After a failover to an asynchronous standby, or a
+ * point-in-time recovery, the new primary cannot know which tokens the old
+ * one handed out after the last WAL it received.  It does know that its
+ * timeline is newer: so every token of timeline T lies in
+ * [(T - 1) * 2^40, T * 2^40), above every range of a lower timeline, and
+ * the first claim a backend makes on a timeline moves the counter to the
+ * range's start if it is below it (timeline 1 starts at 0: nothing moves
+ * there).  2^40 tokens per timeline: at a million claims a second, 12 days;
+ * at a thousand, 35 years.  At the end of a range fence refuses to issue
+ * (54000) rather than step into the next timeline's.
+ */
+static uint64
+timeline_range_start(TimeLineID tl)
+{
+	return ((uint64) (tl > 0 ? tl - 1 : 0)) << FENCE_TIMELINE_BITS;
+}
+
+/* The counter's timeline this backend has already checked. */
+static TimeLineID counter_checked_tl = 0;
+
+/*
+ * Set the counter's last value to last_value (never lower than it is):
+ * as the counter's owner, durable before any token of it leaves, and
+ * recorded (a LOG line, and an audit row where the log exists).
+ */
+void
+token_move_counter(FenceCatalog *cat, int64 last_value, const char *why)
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int64		before = fence_last_token_issued(cat);
+	FenceTriggerFns fns;
+
+	if (last_value <= before)
+		return;
+	GetUserIdAndSecContext(&save_userid, &save_sec_context);
+	SetUserIdAndSecContext(cat->token_seq_owner,
+						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	(void) DirectFunctionCall3(setval3_oid,
+							   ObjectIdGetDatum(cat->token_seq_relid),
+							   Int64GetDatum(last_value),
+							   BoolGetDatum(true));
+	SetUserIdAndSecContext(save_userid, save_sec_context);
+	/* setval() is WAL-logged and not transactional: make it durable now. */
+	XLogFlush(GetXLogInsertRecPtr());
+
+	ereport(LOG,
+			(errmsg("fence moved its token counter from " INT64_FORMAT " to " INT64_FORMAT,
+					before, last_value),
+			 errdetail("%s", why)));
+	if (OidIsValid(get_relname_relid("fence_audit_log", cat->nspid)))
+	{
+		fns.nspid = cat->nspid;
+		fns.nspname = cat->nspname;
+		fns.guard_fn = fns.refuse_truncate_fn = InvalidOid;
+		fence_audit(&fns, "counter_move", InvalidOid, NULL,
+					psprintf("from " INT64_FORMAT " to " INT64_FORMAT, before, last_value),
+					why);
+	}
+}
+
+/*
+ * Before a token is issued: is the counter in this timeline's range?  Once
+ * per backend and timeline; under a lock of fence's own, checked again.
+ */
+void
+token_counter_to_timeline(FenceCatalog *cat)
+{
+	TimeLineID	tl;
+	int64		start;
+	LOCKTAG		tag;
+
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("fence issues no tokens on a standby"),
+				 errhint("Claim jobs on the primary.")));
+	tl = GetWALInsertionTimeLine();
+	if (tl == counter_checked_tl)
+		return;
+	start = (int64) timeline_range_start(tl);
+	if (start > 0 && fence_last_token_issued(cat) < start)
+	{
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, FENCE_LOCKTAG_COUNTER);
+		fence_xact_note_lock();
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		token_move_counter(cat, start,
+						   psprintf("Timeline %u begins: its tokens start at " INT64_FORMAT ", above every token of an earlier timeline.",
+									tl, start));
+	}
+	counter_checked_tl = tl;
+}
+
+/* A token must stay inside its timeline's range. */
+void
+token_check_range(int64 token)
+{
+	TimeLineID	tl = GetWALInsertionTimeLine();
+
+	if ((uint64) token >= timeline_range_start(tl + 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("fence has issued every token of timeline %u", tl),
+				 errdetail("Tokens of timeline %u end below " UINT64_FORMAT "; the next would fall in the next timeline's range.",
+						   tl, timeline_range_start(tl + 1))));
 }
 
 /*
@@ -362,4 +475,101 @@ fence_begin_fresh(PG_FUNCTION_ARGS)
 				 errmsg("fence_begin_fresh outside a transaction block binds the token for this statement only"),
 				 errhint("Call fence_begin_fresh after BEGIN, in the transaction that makes the writes.")));
 	PG_RETURN_INT64(token);
+}
+
+/*
+ * fence_advance(margin bigint) returns bigint
+ *
+ * The runbook step after anything fence cannot see: a disk snapshot or a
+ * base backup restored on the same timeline, a PITR whose history files
+ * were lost, a table loaded with pg_dump -t.  Moves the counter past the
+ * largest token in fence_claims and every stored epoch of every protected
+ * table, plus margin; never backwards, never out of the timeline's range.
+ * Superusers only; recorded.  Returns the counter's last value.
+ */
+Datum
+fence_advance(PG_FUNCTION_ARGS)
+{
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	int64		margin = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0);
+	int64		highest;
+	int64		target;
+	TimeLineID	tl;
+	LOCKTAG		tag;
+	uint64		i;
+
+	if (!superuser())
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be superuser to move fence's token counter")));
+	if (PG_ARGISNULL(0) || margin < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("margin must be zero or positive")));
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("fence issues no tokens on a standby")));
+
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, FENCE_LOCKTAG_COUNTER);
+	fence_xact_note_lock();
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+
+	/* The largest token and stored epoch anywhere fence looks. */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("SELECT pg_catalog.max(token) FROM %s",
+							 quote_qualified_identifier(cat->nspname, "fence_claims")),
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read fence_claims");
+	highest = fence_last_token_issued(cat);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull && DatumGetInt64(d) > highest)
+			highest = DatumGetInt64(d);
+	}
+	if (SPI_execute(psprintf("SELECT pg_catalog.format('SELECT pg_catalog.max(%%I) FROM ONLY %%s', p.epoch_column, p.relation)"
+							 "  FROM %s p JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) p.relation"
+							 " WHERE c.relkind OPERATOR(pg_catalog.=) 'r'",
+							 quote_qualified_identifier(cat->nspname, "fence_protected")),
+					true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read fence_protected");
+	{
+		List	   *queries = NIL;
+		ListCell   *lc;
+
+		for (i = 0; i < SPI_processed; i++)
+			queries = lappend(queries,
+							  SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1));
+		foreach(lc, queries)
+		{
+			bool		isnull;
+			Datum		d;
+
+			if (SPI_execute((char *) lfirst(lc), true, 1) != SPI_OK_SELECT)
+				elog(ERROR, "could not read \"%s\"", (char *) lfirst(lc));
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+			if (!isnull && DatumGetInt64(d) > highest)
+				highest = DatumGetInt64(d);
+		}
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+
+	tl = GetWALInsertionTimeLine();
+	if (highest > PG_INT64_MAX - margin ||
+		(uint64) (highest + margin) >= timeline_range_start(tl + 1))
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("fence_advance would move the counter out of timeline %u's range", tl),
+				 errdetail("The largest token or epoch found is " INT64_FORMAT "; timeline %u's tokens end below " UINT64_FORMAT ".",
+						   highest, tl, timeline_range_start(tl + 1)),
+				 errhint("Use a smaller margin.")));
+	target = Max(highest + margin, (int64) timeline_range_start(tl));
+	token_move_counter(cat, target, "fence_advance()");
+	counter_checked_tl = 0;
+	PG_RETURN_INT64(fence_last_token_issued(cat));
 }
