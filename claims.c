@@ -88,37 +88,15 @@ typedef enum ClaimChange
 /*
  * Find the claim row by job or by token through its index, with the latest
  * snapshot, and store it in slot.  No SPI: this is the guard's path, once
- * per transaction.  The slot keeps its own buffer pin after the scan ends.
+ * per transaction.
  */
 static bool
 claims_lookup(FenceCatalog *cat, Relation rel, bool by_token, Datum key,
 			  TupleTableSlot *slot)
 {
-	Relation	idx;
-	Snapshot	snapshot;
-	ScanKeyData skey;
-	IndexScanDesc scan;
-	bool		found;
-
-	idx = index_open(by_token ? cat->claims_token_index : cat->claims_job_index,
-					 AccessShareLock);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
-
-	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber,
-						   InvalidOid, idx->rd_indcollation[0],
-						   by_token ? F_INT8EQ : F_TEXTEQ, key);
-#if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
-#else
-	scan = index_beginscan(rel, idx, snapshot, 1, 0);
-#endif
-	index_rescan(scan, &skey, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
-
-	index_endscan(scan);
-	UnregisterSnapshot(snapshot);
-	index_close(idx, AccessShareLock);
-	return found;
+	return fence_index_fetch(rel,
+							 by_token ? cat->claims_token_index : cat->claims_job_index,
+							 by_token ? F_INT8EQ : F_TEXTEQ, key, slot);
 }
 
 /* Read one claim row, by job or by token, into *row. */

@@ -22,8 +22,10 @@
 
 #include <limits.h>
 
+#include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
@@ -36,6 +38,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 PG_MODULE_MAGIC;
@@ -443,4 +446,37 @@ fence_last_token_issued(FenceCatalog *cat)
 	if (seqinfo->isnull)
 		return 0;
 	return DatumGetInt64(result);
+}
+
+/*
+ * Read the row of one of fence's own tables whose single-column index
+ * indexid has key (compared with eqproc), with the latest snapshot, into
+ * slot; whether there is one.  No SPI and no privilege check: these reads
+ * are on hot or per-DDL paths, and the tables are fence's.  The slot keeps
+ * its own buffer pin after the scan ends.
+ */
+bool
+fence_index_fetch(Relation rel, Oid indexid, RegProcedure eqproc, Datum key,
+				  TupleTableSlot *slot)
+{
+	Relation	idx = index_open(indexid, AccessShareLock);
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	bool		found;
+
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber,
+						   InvalidOid, idx->rd_indcollation[0], eqproc, key);
+#if PG_VERSION_NUM >= 180000
+	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
+#else
+	scan = index_beginscan(rel, idx, snapshot, 1, 0);
+#endif
+	index_rescan(scan, &skey, 1, NULL, 0);
+	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+
+	index_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, AccessShareLock);
+	return found;
 }

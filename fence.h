@@ -43,6 +43,7 @@
 #include "fmgr.h"
 #include "storage/itemptr.h"
 #include "storage/lockdefs.h"
+#include "executor/tuptable.h"
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
 
@@ -111,6 +112,8 @@ typedef struct FenceCatalog
 /* fence.c */
 extern FenceCatalog *fence_catalog(Oid fn_oid);
 extern Relation fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode);
+extern bool fence_index_fetch(Relation rel, Oid indexid, RegProcedure eqproc,
+							  Datum key, TupleTableSlot *slot);
 extern Oid	fence_lookup_function(Oid nspid, const char *fnname);
 extern Oid	fence_find_function(Oid nspid, const char *fnname, int nargs,
 								const Oid *argtypes);
@@ -180,8 +183,6 @@ extern bool fence_registry_any(FenceTriggerFns *fns);
 extern void fence_registry_forget(FenceTriggerFns *fns, Oid relid);
 extern void fence_protect_tree(FenceTriggerFns *fns, Oid relid,
 							   const char *column, const char *mode);
-extern void fence_cover_truncate(FenceTriggerFns *fns, Oid relid,
-								 bool create_missing);
 extern void fence_heal_triggers(FenceTriggerFns *fns, Oid relid);
 
 /* ddl.c */

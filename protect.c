@@ -64,6 +64,8 @@
 PG_FUNCTION_INFO_V1(fence_protect);
 PG_FUNCTION_INFO_V1(fence_unprotect);
 
+static void cover_truncate(FenceTriggerFns *fns, Oid relid);
+
 /* Nesting depth of DDL that fence runs itself. */
 static int	internal_ddl_depth = 0;
 
@@ -227,10 +229,6 @@ fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mod
 	Oid			regid = get_relname_relid("fence_protected", fns->nspid);
 	Oid			idxid = get_relname_relid("fence_protected_pkey", fns->nspid);
 	Relation	rel;
-	Relation	idx;
-	Snapshot	snapshot;
-	ScanKeyData skey;
-	IndexScanDesc scan;
 	TupleTableSlot *slot;
 	bool		found;
 
@@ -241,18 +239,8 @@ fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mod
 						fns->nspname),
 				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
 	rel = table_open(regid, AccessShareLock);
-	idx = index_open(idxid, AccessShareLock);
-	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	slot = table_slot_create(rel, NULL);
-
-	ScanKeyInit(&skey, 1, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(relid));
-#if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
-#else
-	scan = index_beginscan(rel, idx, snapshot, 1, 0);
-#endif
-	index_rescan(scan, &skey, 1, NULL, 0);
-	found = index_getnext_slot(scan, ForwardScanDirection, slot);
+	found = fence_index_fetch(rel, idxid, F_OIDEQ, ObjectIdGetDatum(relid), slot);
 	if (found)
 	{
 		bool		isnull;
@@ -270,10 +258,7 @@ fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mod
 		}
 	}
 
-	index_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
-	UnregisterSnapshot(snapshot);
-	index_close(idx, AccessShareLock);
 	table_close(rel, AccessShareLock);
 	return found;
 }
@@ -402,7 +387,7 @@ fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
 
 		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 			refuse_foreign_member(member);
-		/* See fence_cover_truncate: look under the lock CREATE TRIGGER takes. */
+		/* See cover_truncate: look under the lock CREATE TRIGGER takes. */
 		LockRelationOid(member, ShareRowExclusiveLock);
 		/* A legacy inheritance child's guard is its own: make it this one. */
 		if (member != relid && !get_rel_relispartition(member) &&
@@ -414,7 +399,7 @@ fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
 			create_guard(fns, member, column, mode);
 		registry_put(fns, member, column, mode);
 	}
-	fence_cover_truncate(fns, relid, true);
+	cover_truncate(fns, relid);
 	list_free(members);
 }
 
@@ -424,13 +409,10 @@ fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
  * foreign table among them.  The triggers are created as the current
  * user, who owns the tables: whoever may create or attach a partition owns
  * it.
- *
- * Without create_missing, only set existing refusals back to ALWAYS: it
- * creates nothing, so it cannot get ahead of a restore, and it passes over
- * a foreign partition (protected under 1.0) rather than fail the command.
+ * (fence_protect_tree, the only caller, has refused a foreign member.)
  */
-void
-fence_cover_truncate(FenceTriggerFns *fns, Oid relid, bool create_missing)
+static void
+cover_truncate(FenceTriggerFns *fns, Oid relid)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
 	ListCell   *lc;
@@ -443,25 +425,16 @@ fence_cover_truncate(FenceTriggerFns *fns, Oid relid, bool create_missing)
 
 		if (!fence_rel_trigger(member, fns->guard_fn, NULL, NULL))
 			continue;
-		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
-		{
-			if (create_missing)
-				refuse_foreign_member(member);
-			continue;
-		}
 
 		/*
 		 * Look for the refusal under the lock CREATE TRIGGER takes: another
 		 * session (a parallel restore) may be creating it right now, and
 		 * its trigger must be seen, not collided with.
 		 */
-		if (create_missing)
-			LockRelationOid(member, ShareRowExclusiveLock);
+		LockRelationOid(member, ShareRowExclusiveLock);
 
 		if (!fence_rel_trigger(member, fns->refuse_truncate_fn, &tgenabled, &tgname))
 		{
-			if (!create_missing)
-				continue;
 			fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_TRUNCATE_TRIGGER
 											" BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
 											" EXECUTE FUNCTION %s()",
