@@ -7,7 +7,8 @@
 --    largest claim token and every stored epoch of every protected table,
 --    plus the margin; never backwards; recorded as 'counter_move'.
 --  * Timeline 1's range starts at 0: nothing moves on a server that never
---    failed over (t/006_failover.pl tests later timelines).
+--    failed over (t/006_failover.pl tests later timelines); at the end of a
+--    range fence refuses to issue (54000).
 --
 CREATE EXTENSION fence;
 \set VERBOSITY sqlstate
@@ -58,6 +59,13 @@ SELECT last_value = :t3 AS counter_unchanged FROM fence_token_seq;
 -- recorded
 SELECT action, reason, detail LIKE 'from % to %' AS detail_ok
   FROM fence_audit_log WHERE action = 'counter_move' ORDER BY at;
+
+-- the end of timeline 1's range (2^40 tokens): fence refuses to issue
+-- rather than step into timeline 2's range
+SELECT setval('fence_token_seq', (1::bigint << 40) - 2);
+SELECT fence_claim('adv-last', '1 hour') = (1::bigint << 40) - 1 AS last_token_of_timeline_1;
+SELECT fence_claim('adv-beyond', '1 hour');
+SELECT fence_advance(1);
 
 DROP TABLE inv, inv_plain;
 DROP EXTENSION fence;
