@@ -25,6 +25,10 @@
  *	4. stamps the epoch column with the token, unless the statement already
  *	   wrote it there, in which case the row is returned as it is.
  *
+ * One writer passes without a token: logical replication applying a change
+ * the publisher already arbitrated (guard_applying_replicated).  The row is
+ * written as it arrived, its epoch the publisher's.
+ *
  * What does not change within a statement (the column's number, the mode,
  * whether another trigger fires after the guard) is worked out on the first
  * row and kept in fn_extra, which lives as long as the statement.
@@ -39,13 +43,21 @@
 
 #include "access/htup_details.h"
 #include "access/sysattr.h"
+#include "catalog/partition.h"
+#include "catalog/pg_subscription.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
 #include "nodes/bitmapset.h"
+#include "replication/logicalworker.h"
+#include "replication/origin.h"
+#include "replication/worker_internal.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(fence_guard);
 PG_FUNCTION_INFO_V1(fence_refuse_truncate);
@@ -250,6 +262,78 @@ guard_config(FunctionCallInfo fcinfo)
 		cfg->order_checked[ev] = true;
 	}
 	return cfg;
+}
+
+/* pg_trigger_depth(): how many triggers are firing, this one included. */
+static int
+guard_trigger_depth(void)
+{
+	LOCAL_FCINFO(depth_fcinfo, 0);
+
+	InitFunctionCallInfoData(*depth_fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetInt32(pg_trigger_depth(depth_fcinfo));
+}
+
+/*
+ * Is relid, or a partitioned table it belongs to, replicated by this
+ * subscription (syncrelid invalid), or the table being synchronised?
+ */
+static bool
+guard_subscribed(Oid relid, Oid subid, Oid syncrelid)
+{
+	List	   *rels = list_make1_oid(relid);
+	ListCell   *lc;
+	bool		found = false;
+
+	if (get_rel_relispartition(relid))
+		rels = list_concat(rels, get_partition_ancestors(relid));
+	foreach(lc, rels)
+	{
+		Oid			candidate = lfirst_oid(lc);
+
+		if (OidIsValid(syncrelid) ? candidate == syncrelid :
+			SearchSysCacheExists2(SUBSCRIPTIONRELMAP,
+								  ObjectIdGetDatum(candidate),
+								  ObjectIdGetDatum(subid)))
+		{
+			found = true;
+			break;
+		}
+	}
+	list_free(rels);
+	return found;
+}
+
+/*
+ * Is this write logical replication applying a change to the relation it
+ * replicates?  The publisher's guard arbitrated the change; the subscriber
+ * must apply changes in the publisher's commit order, and one it refused
+ * would stop the subscription for good (the apply worker retries forever
+ * while the publisher's slot holds WAL).
+ *
+ * A logical-replication writer is a built-in apply or table-sync worker, or
+ * a session with a replication origin set up (pg_replication_origin_session_setup,
+ * superuser or an explicit grant; pglogical's apply worker writes this way).
+ * Never a session that merely sets session_replication_role: any role may
+ * do that for itself.  Only the write the worker itself makes, at trigger
+ * depth 1: a trigger firing in the worker that writes another protected
+ * table is guarded like any other writer.  A built-in worker's write must
+ * also be to a table of its subscription (the table-sync worker's own table
+ * during the initial copy), or a partition of one.
+ */
+static bool
+guard_applying_replicated(Relation rel)
+{
+	bool		builtin = IsLogicalWorker();
+
+	if (!builtin && replorigin_session_origin == InvalidRepOriginId)
+		return false;
+	if (guard_trigger_depth() != 1)
+		return false;
+	if (!builtin)
+		return true;
+	return guard_subscribed(RelationGetRelid(rel), MySubscription->oid,
+							am_tablesync_worker() ? MyLogicalRepWorker->relid : InvalidOid);
 }
 
 /* One row's write, as the guard sees it. */
@@ -480,6 +564,9 @@ fence_guard(PG_FUNCTION_ARGS)
 	GuardWrite	w;				/* this row's write */
 
 	guard_check_trigger(fcinfo);
+	if (guard_applying_replicated(trigdata->tg_relation))
+		return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
+							   trigdata->tg_newtuple : trigdata->tg_trigtuple);
 	cfg = guard_config(fcinfo);
 
 	guard_find_token(trigdata, cfg, &w);
@@ -492,7 +579,8 @@ fence_guard(PG_FUNCTION_ARGS)
  * fence_refuse_truncate()
  *
  * BEFORE TRUNCATE trigger of a protected table.  TRUNCATE removes rows with
- * no row triggers at all, so no token could be checked against them.
+ * no row triggers at all, so no token could be checked against them.  A
+ * TRUNCATE logical replication applies passes, as its rows do in the guard.
  */
 Datum
 fence_refuse_truncate(PG_FUNCTION_ARGS)
@@ -508,6 +596,8 @@ fence_refuse_truncate(PG_FUNCTION_ARGS)
 						"fence_refuse_truncate"),
 				 errhint("fence_protect() attaches it.")));
 
+	if (guard_applying_replicated(trigdata->tg_relation))
+		return PointerGetDatum(NULL);
 	ereport(ERROR,
 			(errcode(ERRCODE_FENCE_TRUNCATE),
 			 errmsg("cannot truncate \"%s\" because it is protected by fence",
