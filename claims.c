@@ -354,6 +354,22 @@ claims_set(TupleTableSlot *slot, Bitmapset **updated, AttrNumber attnum,
 }
 
 /*
+ * Add one to a counter column of the claim row (n_claims, n_takeovers,
+ * n_renewals, n_releases: fence_stats sums them).  Under 1.0's SQL objects
+ * there are none.
+ */
+static void
+claims_count(TupleTableSlot *slot, Bitmapset **updated, AttrNumber attnum)
+{
+	int64		n;
+
+	if (attnum == InvalidAttrNumber)
+		return;
+	n = slot->tts_isnull[attnum - 1] ? 0 : DatumGetInt64(slot->tts_values[attnum - 1]);
+	claims_set(slot, updated, attnum, Int64GetDatum(n + 1), false);
+}
+
+/*
  * Change the job's claim row if, once locked, it still allows the change.
  * Returns whether it did; *result gets the new token (take-over, release)
  * or the new expiry (renew).
@@ -400,6 +416,10 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		switch (change)
 		{
 			case CLAIM_TAKE_OVER:
+				/* A claim after a release is a claim; over a live holder's, a takeover. */
+				claims_count(newslot, &updated, cat->att_n_claims);
+				if (!DatumGetBool(newslot->tts_values[cat->att_released - 1]))
+					claims_count(newslot, &updated, cat->att_n_takeovers);
 				claims_set(newslot, &updated, cat->att_token,
 						   Int64GetDatum(p->new_token), false);
 				claims_set(newslot, &updated, cat->att_holder,
@@ -414,6 +434,8 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 				/* FALLTHROUGH */
 			case CLAIM_RENEW:
 			case CLAIM_RENEW_ANY:
+				if (change != CLAIM_TAKE_OVER)
+					claims_count(newslot, &updated, cat->att_n_renewals);
 				claims_set(newslot, &updated, cat->att_lease_expires_at,
 						   DirectFunctionCall2(timestamptz_pl_interval,
 											   TimestampTzGetDatum(p->now),
@@ -424,6 +446,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 			case CLAIM_RELEASE_ANY:
 				claims_set(newslot, &updated, cat->att_released,
 						   BoolGetDatum(true), false);
+				claims_count(newslot, &updated, cat->att_n_releases);
 				break;
 		}
 		ExecStoreVirtualTuple(newslot);
@@ -741,14 +764,14 @@ fence_renew_any(PG_FUNCTION_ARGS)
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	if (!claims_fetch(cat, false, CStringGetTextDatum(p.job), &row) || row.released)
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				(errcode(fence_refused(ERRCODE_FENCE_SUPERSEDED)),
 				 errmsg("job \"%s\" has no current claim", p.job),
 				 errhint(FENCE_STOP_HINT)));
 	p.token = row.token;
 	(void) token_lock_against_takeover(p.token);
 	if (!claims_update(cat, CLAIM_RENEW_ANY, &p, &expiry))
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_SUPERSEDED),
+				(errcode(fence_refused(ERRCODE_FENCE_SUPERSEDED)),
 				 errmsg("job \"%s\" has no current claim", p.job),
 				 errhint(FENCE_STOP_HINT)));
 	PG_RETURN_TIMESTAMPTZ(expiry);

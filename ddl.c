@@ -140,7 +140,7 @@ refuse_with(FenceTriggerFns *fns, Oid relid, const char *command,
 		return;
 	protected = fence_registry_lookup(fns, relid, NULL, NULL);
 	ereport(ERROR,
-			(errcode(ERRCODE_FENCE_DDL_REFUSED),
+			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 			 message ? errmsg_internal("%s", message) :
 			 errmsg("cannot run %s on protected table \"%s\"", command,
 					fence_rel_display_name(relid)),
@@ -240,7 +240,7 @@ static void
 refuse_counter_change(void)
 {
 	ereport(ERROR,
-			(errcode(ERRCODE_FENCE_DDL_REFUSED),
+			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 			 errmsg("cannot alter fence's token counter"),
 			 errdetail("Every token must stay above every token issued before it.")));
 }
@@ -249,7 +249,7 @@ static void
 refuse_fence_relation(Oid relid)
 {
 	ereport(ERROR,
-			(errcode(ERRCODE_FENCE_DDL_REFUSED),
+			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 			 errmsg("cannot alter fence's own relation \"%s\"",
 					fence_rel_display_name(relid)),
 			 errdetail("fence finds its relations by name, and every token must stay above every token issued before it.")));
@@ -619,7 +619,7 @@ check_drop(FenceTriggerFns *fns, DropStmt *stmt)
 			if (get_namespace_oid(strVal(lfirst(lc)), true) == fns->nspid &&
 				stmt->behavior == DROP_CASCADE && fence_registry_any(fns))
 				ereport(ERROR,
-						(errcode(ERRCODE_FENCE_DDL_REFUSED),
+						(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 						 errmsg("cannot drop schema \"%s\", which holds extension fence, while tables are protected",
 								strVal(lfirst(lc))),
 						 errdetail("Dropping it would drop the extension: every guard, and the token counter."),
@@ -633,7 +633,7 @@ check_drop(FenceTriggerFns *fns, DropStmt *stmt)
 			if (strcmp(strVal(lfirst(lc)), "fence") == 0 &&
 				fence_registry_any(fns))
 				ereport(ERROR,
-						(errcode(ERRCODE_FENCE_DDL_REFUSED),
+						(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 						 errmsg("cannot drop extension fence while tables are protected"),
 						 errdetail("Dropping it would drop every guard and restart the token counter at 1."),
 						 errhint("Run fence_unprotect() on each table in fence_protected first.")));

@@ -751,3 +751,69 @@ RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'fence_advance'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION fence_advance(pg_catalog.int8) FROM PUBLIC;
+
+--
+-- Metrics (issue 11).  Each claim row counts what happened to it: claims
+-- (the first one included), takeovers (claims over an unreleased claim,
+-- the stale-worker case), renewals and releases.  No single counter row
+-- sits on the claim path, where it would serialise every claim.  Rows that
+-- existed before 1.1 start at one claim.
+--
+ALTER TABLE fence_claims
+	ADD COLUMN n_claims pg_catalog.int8 NOT NULL DEFAULT 1,
+	ADD COLUMN n_takeovers pg_catalog.int8 NOT NULL DEFAULT 0,
+	ADD COLUMN n_renewals pg_catalog.int8 NOT NULL DEFAULT 0,
+	ADD COLUMN n_releases pg_catalog.int8 NOT NULL DEFAULT 0;
+
+-- Refused writes by SQLSTATE (5F001 .. 5F006) in this database since the
+-- server started; NULL unless fence is in shared_preload_libraries.
+CREATE FUNCTION fence_refusal_counts()
+RETURNS pg_catalog.int8[]
+AS 'MODULE_PATHNAME', 'fence_refusal_counts'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+CREATE VIEW fence_stats AS
+SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
+	   s.claims, s.takeovers, s.renewals, s.releases,
+	   r.c IS NOT NULL AS refusals_counted,
+	   r.c[1] AS refused_5f001, r.c[2] AS refused_5f002, r.c[3] AS refused_5f003,
+	   r.c[4] AS refused_5f004, r.c[5] AS refused_5f005, r.c[6] AS refused_5f006
+  FROM (SELECT pg_catalog.count(*) AS jobs,
+			   pg_catalog.count(*) FILTER (WHERE NOT c.released
+				   AND c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live_claims,
+			   pg_catalog.count(*) FILTER (WHERE NOT c.released
+				   AND c.lease_expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()) AS stuck_claims,
+			   pg_catalog.count(*) FILTER (WHERE c.released) AS released_claims,
+			   COALESCE(pg_catalog.sum(c.n_claims), 0)::pg_catalog.int8 AS claims,
+			   COALESCE(pg_catalog.sum(c.n_takeovers), 0)::pg_catalog.int8 AS takeovers,
+			   COALESCE(pg_catalog.sum(c.n_renewals), 0)::pg_catalog.int8 AS renewals,
+			   COALESCE(pg_catalog.sum(c.n_releases), 0)::pg_catalog.int8 AS releases
+		  FROM @extschema@.fence_claims c) s,
+	   (SELECT @extschema@.fence_refusal_counts() AS c) r;
+
+-- One row per claim.  An expired claim is blocked while a transaction
+-- holds its token's lock (a writer that validated the token: a takeover
+-- waits for it to end, and fence_claim answers NULL meanwhile); the lock is
+-- the advisory lock (database, token >> 32, token & 0xffffffff, 17921).
+CREATE VIEW fence_status AS
+WITH token_locks AS (
+	SELECT (l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)
+			   OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8 AS token,
+		   pg_catalog.min(l.pid) AS pid
+	  FROM pg_catalog.pg_locks l
+	 WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+	   AND l.objsubid OPERATOR(pg_catalog.=) 17921
+	   AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+			WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+	 GROUP BY 1)
+SELECT c.job, c.token, c.holder, c.claimed_by, c.claimed_at, c.lease_expires_at,
+	   CASE WHEN c.released THEN 'released'
+			WHEN c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
+			WHEN l.pid IS NOT NULL THEN 'expired_blocked'
+			ELSE 'expired_claimable' END AS state,
+	   l.pid AS lock_pid,
+	   c.n_claims, c.n_takeovers, c.n_renewals, c.n_releases
+  FROM @extschema@.fence_claims c
+  LEFT JOIN token_locks l ON l.token OPERATOR(pg_catalog.=) c.token;
+
+GRANT SELECT ON fence_stats, fence_status TO PUBLIC;

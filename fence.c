@@ -86,6 +86,7 @@ _PG_init(void)
 	EmitWarningsOnPlaceholders("fence");
 #endif
 	fence_xact_init();
+	fence_stats_init();
 	CacheRegisterRelcacheCallback(fence_catalog_invalidate, (Datum) 0);
 }
 
@@ -250,6 +251,10 @@ fence_catalog_build(Oid fn_oid)
 	fence_cat.att_holder = get_attnum(fence_cat.claims_relid, "holder");
 	fence_cat.att_claimed_at = get_attnum(fence_cat.claims_relid, "claimed_at");
 	fence_cat.att_claimed_by = get_attnum(fence_cat.claims_relid, "claimed_by");
+	fence_cat.att_n_claims = get_attnum(fence_cat.claims_relid, "n_claims");
+	fence_cat.att_n_takeovers = get_attnum(fence_cat.claims_relid, "n_takeovers");
+	fence_cat.att_n_renewals = get_attnum(fence_cat.claims_relid, "n_renewals");
+	fence_cat.att_n_releases = get_attnum(fence_cat.claims_relid, "n_releases");
 	if (fence_cat.att_holder == InvalidAttrNumber ||
 		fence_cat.att_claimed_at == InvalidAttrNumber ||
 		fence_cat.att_job == InvalidAttrNumber ||

@@ -26,6 +26,8 @@
  *				fence.allow_ddl setting); protection follows the data
  *				through CREATE ... PARTITION OF, ATTACH, DETACH and DROP
  *	audit.c		the audit log, fence_audit_log
+ *	stats.c		refused writes counted by SQLSTATE and database, in shared
+ *				memory when fence is in shared_preload_libraries
  *
  * Calls go one way: guard.c and ddl.c call token.c, claims.c and
  * protect.c, which call audit.c, xact.c and fence.c.  (token.c reads the
@@ -57,6 +59,10 @@
 #define ERRCODE_FENCE_INVALID_TOKEN MAKE_SQLSTATE('5','F','0','0','4')
 #define ERRCODE_FENCE_TRUNCATE		MAKE_SQLSTATE('5','F','0','0','5')
 #define ERRCODE_FENCE_DDL_REFUSED	MAKE_SQLSTATE('5','F','0','0','6')
+
+/* stats.c: every 5F ereport says errcode(fence_refused(ERRCODE_FENCE_...)) */
+extern void fence_stats_init(void);
+extern int	fence_refused(int sqlerrcode);
 
 /* The names fence gives its triggers: "zz_" sorts, and so fires, last. */
 #define FENCE_GUARD_TRIGGER		"zz_fence_guard"
@@ -102,6 +108,10 @@ typedef struct FenceCatalog
 	AttrNumber	att_holder;
 	AttrNumber	att_claimed_at;
 	AttrNumber	att_claimed_by; /* 1.1; InvalidAttrNumber under 1.0's SQL */
+	AttrNumber	att_n_claims;	/* 1.1 counters; the same */
+	AttrNumber	att_n_takeovers;
+	AttrNumber	att_n_renewals;
+	AttrNumber	att_n_releases;
 	Oid			release_any_fn; /* fence_release_any(text), or InvalidOid */
 	Oid			renew_any_fn;	/* fence_renew_any(text, interval), or InvalidOid */
 	Oid			claims_owner;	/* the registry is written as this role */

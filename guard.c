@@ -12,7 +12,8 @@
  *	   the statement itself writes into the epoch column (on UPDATE only if
  *	   the SET list assigns it, per tg_updatedcols; on INSERT any value but 0
  *	   or NULL; on the DELETE half of a row moving partitions, the UPDATE's).
- *	   None: 5F003.  Both, and different: 5F004.
+ *	   None: 5F003.  Both, and different: 5F004, except an INSERT under a
+ *	   binding whose epoch is below the bound token: copied rows, stamped.
  *	2. asks the arbiter whether the token is its job's current claim, under
  *	   the token's lock (token.c).  Never issued: 5F004; superseded: 5F001.
  *	   The answer holds until the transaction ends, so it is asked once per
@@ -401,6 +402,18 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 
 	w->bound_token = fence_xact_bound_token(&w->bound_job);
 
+	/*
+	 * Rows copied from elsewhere in the table carry their old epoch into an
+	 * INSERT (pg_partman moving rows out of a default partition: DELETE ...
+	 * RETURNING feeding an INSERT).  Under a binding, an inserted epoch below
+	 * the bound token is such a copy, not a second token: the row is stamped
+	 * with the bound token, which the arbiter checks as usual.  A higher
+	 * epoch is still another token.
+	 */
+	if (w->has_stmt_token && w->oldtuple == NULL && w->bound_token != 0 &&
+		w->stmt_token > 0 && w->stmt_token < w->bound_token)
+		w->has_stmt_token = false;
+
 	/* The DELETE half of a row moving partitions carries the UPDATE's token. */
 	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) && w->bound_token == 0)
 	{
@@ -411,7 +424,7 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 
 	if (w->has_stmt_token && w->bound_token != 0 && w->stmt_token != w->bound_token)
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
 				 w->bound_job ?
 				 errmsg("write to \"%s\" carries a fencing token other than token " INT64_FORMAT " of job \"%s\"",
 						RelationGetRelationName(trigdata->tg_relation),
@@ -428,7 +441,7 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 				 errhint(FENCE_STOP_HINT)));
 	if (!w->has_stmt_token && w->bound_token == 0)
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_NO_TOKEN),
+				(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),
 				 errmsg("write to \"%s\" carries no fencing token",
 						RelationGetRelationName(trigdata->tg_relation)),
 				 errdetail("The table is protected by fence; the statement does not set column \"%s\" and no token is bound to the transaction.",
@@ -439,7 +452,7 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 	w->token = w->has_stmt_token ? w->stmt_token : w->bound_token;
 	if (w->token <= 0)
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
 				 w->stmt_token_null ? errmsg("invalid fencing token NULL") :
 				 errmsg("invalid fencing token " INT64_FORMAT, w->token),
 				 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
@@ -467,7 +480,7 @@ guard_ask_arbiter(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardWrite *w)
 	 */
 	if (fence_xact_issued_in_statement(w->token, &minted_job))
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
 				 minted_job ?
 				 errmsg("fencing token " INT64_FORMAT " of job \"%s\" was issued during the statement that writes \"%s\" with it",
 						w->token, minted_job, RelationGetRelationName(trigdata->tg_relation)) :
@@ -511,7 +524,7 @@ guard_check_row(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardConfig *cfg
 	last_issued = fence_last_token_issued(fence_catalog(fcinfo->flinfo->fn_oid));
 	if (stored > last_issued)
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_ROW_NEWER),
+				(errcode(fence_refused(ERRCODE_FENCE_ROW_NEWER)),
 				 errmsg("row of \"%s\" holds epoch " INT64_FORMAT " from the future: fence has issued no token that high",
 						RelationGetRelationName(trigdata->tg_relation), stored),
 				 errdetail("Column \"%s\" holds " INT64_FORMAT "; the last token issued is " INT64_FORMAT ".",
@@ -519,7 +532,7 @@ guard_check_row(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardConfig *cfg
 				 errhint("After a restore, or rows copied from another database, a superuser runs SELECT fence_advance(); see doc/fence.md section 9.4.")));
 
 	ereport(ERROR,
-			(errcode(ERRCODE_FENCE_ROW_NEWER),
+			(errcode(fence_refused(ERRCODE_FENCE_ROW_NEWER)),
 			 w->job ?
 			 errmsg("row of \"%s\" is newer than fencing token " INT64_FORMAT " of job \"%s\"",
 					RelationGetRelationName(trigdata->tg_relation), w->token, w->job) :
@@ -599,7 +612,7 @@ fence_refuse_truncate(PG_FUNCTION_ARGS)
 	if (guard_applying_replicated(trigdata->tg_relation))
 		return PointerGetDatum(NULL);
 	ereport(ERROR,
-			(errcode(ERRCODE_FENCE_TRUNCATE),
+			(errcode(fence_refused(ERRCODE_FENCE_TRUNCATE)),
 			 errmsg("cannot truncate \"%s\" because it is protected by fence",
 					RelationGetRelationName(trigdata->tg_relation)),
 			 errdetail("TRUNCATE removes rows without checking a fencing token against them."),

@@ -302,7 +302,7 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
 
 	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_INVALID_TOKEN),
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
 				 known_job ?
 				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
 						token, known_job) :
@@ -312,7 +312,7 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
 				 errhint(FENCE_STOP_HINT)));
 
 	ereport(ERROR,
-			(errcode(ERRCODE_FENCE_SUPERSEDED),
+			(errcode(fence_refused(ERRCODE_FENCE_SUPERSEDED)),
 			 known_job ?
 			 errmsg("fencing token " INT64_FORMAT " of job \"%s\" has been superseded",
 					token, known_job) :
@@ -321,7 +321,7 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
 			 errdetail("The claim of job \"%s\" by token " INT64_FORMAT " was released.",
 					   check->released_job, token) :
 			 job == NULL ?
-			 errdetail("Token " INT64_FORMAT " is no longer the current claim of any job: a newer claim of its job has replaced it.",
+			 errdetail("No claim holds token " INT64_FORMAT ": a newer claim of its job replaced it, its claim was deleted, or the transaction that claimed it did not commit.",
 					   token) :
 			 !check->job_found ?
 			 errdetail("Job \"%s\" has no claim.", job) :
@@ -406,7 +406,7 @@ fence_begin(PG_FUNCTION_ARGS)
 	 */
 	if (in_trigger())
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_DDL_REFUSED),
+				(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 				 errmsg("fence_begin cannot be called from a trigger"),
 				 errdetail("A binding made by a trigger would cover the statement that fired it, which no token vouched for."),
 				 errhint("Call fence_begin in the transaction before the statements that write; a trigger may call fence_claim and fence_renew.")));
@@ -450,7 +450,7 @@ fence_begin_fresh(PG_FUNCTION_ARGS)
 				 errdetail("Pass NULL to record nothing; a reason is kept in fence_audit_log.")));
 	if (in_trigger())
 		ereport(ERROR,
-				(errcode(ERRCODE_FENCE_DDL_REFUSED),
+				(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 				 errmsg("fence_begin_fresh cannot be called from a trigger"),
 				 errdetail("A binding made by a trigger would cover the statement that fired it, which no token vouched for."),
 				 errhint("Call fence_begin_fresh in the transaction before the statements that write.")));
