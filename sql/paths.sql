@@ -183,13 +183,22 @@ COPY cp (k, v) FROM STDIN;
 c3	C
 \.
 COMMIT;
--- the binding and the data disagree
+-- the binding and the data disagree: an epoch above the bound token is
+-- another token
 BEGIN;
 SELECT fence_begin('job-c', :tc);
 COPY cp FROM STDIN;
-c4	B	1002
+c4	B	99999999
 \.
 ROLLBACK;
+-- an epoch below it is a copied row (sql/copied_rows.sql): stamped with
+-- the bound token
+BEGIN;
+SELECT fence_begin('job-c', :tc);
+COPY cp FROM STDIN;
+c5	copied	1002
+\.
+COMMIT;
 SELECT * FROM show('cp');
 SELECT * FROM show('cp_plain');
 

@@ -16,6 +16,8 @@
 #    start again at zero after a restart.
 # 4. The twin: the same server restarted without fence preloaded counts
 #    nothing (refusals_counted false, NULL columns) after the same refusal.
+# 5. Every query of doc/postgres_exporter.yml runs and returns the columns
+#    its metrics name (the refusals query: six rows when preloaded).
 
 use strict;
 use warnings FATAL => 'all';
@@ -88,6 +90,25 @@ is(counts('two'), 't|0|0|0|0|0|0', 'database two refused nothing: zeros');
 is(sqlstate('two', $refusal{'5F003'}), '5F003', 'database two: 5F003') for 1 .. 2;
 is(counts('two'), 't|0|0|2|0|0|0', 'database two counts its own');
 is(counts('postgres'), 't|1|1|2|1|1|1', 'database one unchanged by database two');
+
+# the postgres_exporter queries: each runs and returns its metrics' columns
+my $yml = slurp_file("$FindBin::RealBin/../doc/postgres_exporter.yml");
+my $nq = 0;
+while ($yml =~ /^(\w+):\n  query: \|\n((?:    .*\n)+)  metrics:\n((?:    .*\n)+)/mg)
+{
+	my ($name, $query, $metrics) = ($1, $2, $3);
+	my @cols = $metrics =~ /^    - (\w+):/mg;
+	my ($out, $err) = ('', '');
+	$node->psql('postgres', "\\pset footer off\n$query", stdout => \$out, stderr => \$err,
+		extra_params => [ '-A', '-F', ',', '-P', 'tuples_only=off' ]);
+	my ($header, @rows) = split /\n/, $out;
+	is($header // '', join(',', @cols), "postgres_exporter query $name returns its metrics' columns")
+	  or diag($err);
+	ok(@rows >= 1, "postgres_exporter query $name returns rows");
+	is(scalar(@rows), 6, 'the refusals query: one row per SQLSTATE') if $name eq 'fence_refused';
+	$nq++;
+}
+is($nq, 3, 'doc/postgres_exporter.yml: three queries found');
 
 $node->restart;
 is(counts('postgres'), 't|0|0|0|0|0|0', 'after a restart the counts start at zero');
