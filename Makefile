@@ -9,6 +9,7 @@ OBJS = \
 	fence.o \
 	guard.o \
 	protect.o \
+	prune.o \
 	stats.o \
 	token.o \
 	xact.o

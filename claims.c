@@ -370,6 +370,71 @@ claims_count(TupleTableSlot *slot, Bitmapset **updated, AttrNumber attnum)
 }
 
 /*
+ * An executor state for one change to fence_claims, as logical
+ * replication's apply builds one: the relation as the only range table
+ * entry (with the columns an UPDATE sets, for UPDATE OF triggers and
+ * tg_updatedcols), its indexes open, and an after-trigger level so that a
+ * DBA's AFTER triggers and foreign keys fire when the change is done.
+ */
+typedef struct ClaimsExec
+{
+	EState	   *estate;
+	ResultRelInfo *rri;
+	EPQState	epqstate;
+} ClaimsExec;
+
+static void
+claims_exec_begin(ClaimsExec *x, Relation rel, Bitmapset *updated)
+{
+	EState	   *estate = x->estate;
+	RangeTblEntry *rte = makeNode(RangeTblEntry);
+
+	rte->rtekind = RTE_RELATION;
+	rte->relid = RelationGetRelid(rel);
+	rte->relkind = RELKIND_RELATION;
+	rte->rellockmode = RowExclusiveLock;
+#if PG_VERSION_NUM >= 160000
+	{
+		RTEPermissionInfo *perminfo = addRTEPermissionInfo(&estate->es_rteperminfos, rte);
+
+		perminfo->updatedCols = updated;
+		ExecInitRangeTable(estate, list_make1(rte), estate->es_rteperminfos);
+	}
+#else
+	rte->updatedCols = updated;
+	ExecInitRangeTable(estate, list_make1(rte));
+#endif
+	x->rri = makeNode(ResultRelInfo);
+	InitResultRelInfo(x->rri, rel, 1, NULL, 0);
+#if PG_VERSION_NUM < 140000
+	estate->es_result_relation_info = x->rri;
+#endif
+	estate->es_output_cid = GetCurrentCommandId(true);
+	ExecOpenIndices(x->rri, false);
+#if PG_VERSION_NUM >= 160000
+	EvalPlanQualInit(&x->epqstate, estate, NULL, NIL, -1, NIL);
+#else
+	EvalPlanQualInit(&x->epqstate, estate, NULL, NIL, -1);
+#endif
+	AfterTriggerBeginQuery();
+}
+
+static void
+claims_exec_end(ClaimsExec *x)
+{
+	AfterTriggerEndQuery(x->estate);
+	EvalPlanQualEnd(&x->epqstate);
+	ExecCloseIndices(x->rri);
+	/* AFTER triggers may have opened the relation again: close that. */
+#if PG_VERSION_NUM >= 140000
+	ExecCloseResultRelations(x->estate);
+#else
+	ExecCleanUpTriggerState(x->estate);
+#endif
+	ExecCloseRangeTableRelations(x->estate);
+}
+
+/*
  * Change the job's claim row if, once locked, it still allows the change.
  * Returns whether it did; *result gets the new token (take-over, release)
  * or the new expiry (renew).
@@ -381,10 +446,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	Oid			save_userid;
 	int			save_sec_context;
 	Relation	rel;
-	EState	   *estate;
-	RangeTblEntry *rte;
-	ResultRelInfo *rri;
-	EPQState	epqstate;
+	ClaimsExec	x;
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
 	Bitmapset  *updated = NULL;
@@ -393,15 +455,9 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	claims_become_owner(cat, &save_userid, &save_sec_context);
 	rel = fence_open_claims(cat, RowExclusiveLock);
 
-	/* An executor state for one relation, as logical replication's apply. */
-	estate = CreateExecutorState();
-	rte = makeNode(RangeTblEntry);
-	rte->rtekind = RTE_RELATION;
-	rte->relid = RelationGetRelid(rel);
-	rte->relkind = RELKIND_RELATION;
-	rte->rellockmode = RowExclusiveLock;
-	oldslot = table_slot_create(rel, &estate->es_tupleTable);
-	newslot = table_slot_create(rel, &estate->es_tupleTable);
+	x.estate = CreateExecutorState();
+	oldslot = table_slot_create(rel, &x.estate->es_tupleTable);
+	newslot = table_slot_create(rel, &x.estate->es_tupleTable);
 
 	if (claims_lock_row(cat, rel, p->job, oldslot) &&
 		claims_row_allows(cat, change, p, oldslot))
@@ -451,58 +507,90 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		}
 		ExecStoreVirtualTuple(newslot);
 
-		/* What UPDATE OF triggers and tg_updatedcols see. */
-#if PG_VERSION_NUM >= 160000
-		{
-			RTEPermissionInfo *perminfo = addRTEPermissionInfo(&estate->es_rteperminfos, rte);
-
-			perminfo->updatedCols = updated;
-			ExecInitRangeTable(estate, list_make1(rte), estate->es_rteperminfos);
-		}
-#else
-		rte->updatedCols = updated;
-		ExecInitRangeTable(estate, list_make1(rte));
-#endif
-		rri = makeNode(ResultRelInfo);
-		InitResultRelInfo(rri, rel, 1, NULL, 0);
-		estate->es_output_cid = GetCurrentCommandId(true);
-		ExecOpenIndices(rri, false);
-#if PG_VERSION_NUM >= 160000
-		EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1, NIL);
-#else
-		EvalPlanQualInit(&epqstate, estate, NULL, NIL, -1);
-#endif
-
-		AfterTriggerBeginQuery();
+		claims_exec_begin(&x, rel, updated);
 #if PG_VERSION_NUM >= 140000
-		ExecSimpleRelationUpdate(rri, estate, &epqstate, oldslot, newslot);
+		ExecSimpleRelationUpdate(x.rri, x.estate, &x.epqstate, oldslot, newslot);
 #else
-		estate->es_result_relation_info = rri;
-		ExecSimpleRelationUpdate(estate, &epqstate, oldslot, newslot);
+		ExecSimpleRelationUpdate(x.estate, &x.epqstate, oldslot, newslot);
 #endif
-		AfterTriggerEndQuery(estate);
-
-		EvalPlanQualEnd(&epqstate);
-		ExecCloseIndices(rri);
-		/* AFTER triggers may have opened the relation again: close that. */
-#if PG_VERSION_NUM >= 140000
-		ExecCloseResultRelations(estate);
-#else
-		ExecCleanUpTriggerState(estate);
-#endif
-		ExecCloseRangeTableRelations(estate);
+		claims_exec_end(&x);
 		*result = (change == CLAIM_RENEW || change == CLAIM_RENEW_ANY) ?
 			DatumGetInt64(newslot->tts_values[cat->att_lease_expires_at - 1]) :
 			p->new_token;
 		done = true;
 	}
 
-	ExecResetTupleTable(estate->es_tupleTable, false);
-	FreeExecutorState(estate);
+	ExecResetTupleTable(x.estate->es_tupleTable, false);
+	FreeExecutorState(x.estate);
 	table_close(rel, NoLock);
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 
 	/* Make the change visible to the rest of this transaction. */
+	if (done)
+		CommandCounterIncrement();
+	return done;
+}
+
+/*
+ * Delete the job's claim row for fence_prune, if, once locked, it still
+ * holds this token and is released or expired before cutoff.  The caller
+ * holds the job's lock and the token's lock in takeover mode.  counts[]
+ * gets the row's n_claims, n_takeovers, n_renewals, n_releases (zeros
+ * where the columns do not exist).  Returns whether it deleted.
+ */
+bool
+claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
+				 TimestampTz cutoff, int64 counts[4])
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	Relation	rel;
+	ClaimsExec	x;
+	TupleTableSlot *slot;
+	bool		done = false;
+
+	claims_become_owner(cat, &save_userid, &save_sec_context);
+	rel = fence_open_claims(cat, RowExclusiveLock);
+	x.estate = CreateExecutorState();
+	slot = table_slot_create(rel, &x.estate->es_tupleTable);
+
+	if (claims_lock_row(cat, rel, job, slot))
+	{
+		bool		isnull;
+		int64		row_token = DatumGetInt64(slot_getattr(slot, cat->att_token, &isnull));
+		bool		released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
+		TimestampTz expires = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
+															   &isnull));
+		AttrNumber	counters[4] = {cat->att_n_claims, cat->att_n_takeovers,
+		cat->att_n_renewals, cat->att_n_releases};
+		int			i;
+
+		if (row_token == token && (released || expires < cutoff))
+		{
+			for (i = 0; i < 4; i++)
+			{
+				Datum		d = (Datum) 0;
+
+				isnull = true;
+				if (counters[i] != InvalidAttrNumber)
+					d = slot_getattr(slot, counters[i], &isnull);
+				counts[i] = isnull ? 0 : DatumGetInt64(d);
+			}
+			claims_exec_begin(&x, rel, NULL);
+#if PG_VERSION_NUM >= 140000
+			ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
+#else
+			ExecSimpleRelationDelete(x.estate, &x.epqstate, slot);
+#endif
+			claims_exec_end(&x);
+			done = true;
+		}
+	}
+
+	ExecResetTupleTable(x.estate->es_tupleTable, false);
+	FreeExecutorState(x.estate);
+	table_close(rel, NoLock);
+	SetUserIdAndSecContext(save_userid, save_sec_context);
 	if (done)
 		CommandCounterIncrement();
 	return done;

@@ -772,9 +772,71 @@ RETURNS pg_catalog.int8[]
 AS 'MODULE_PATHNAME', 'fence_refusal_counts'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
+--
+-- fence_prune(older_than, batch) (issue 12): delete released claims and
+-- claims whose lease expired longer ago than older_than, one batch per
+-- transaction, skipping any row a writer or a claim in flight still holds
+-- (prune.c).  The deleted rows' counters go to fence_pruned, so fence_stats
+-- still counts them.  Owner of fence_claims or superuser; each batch that
+-- deletes leaves a 'prune' row in fence_audit_log.
+--
+CREATE TABLE fence_pruned (
+	only_row pg_catalog.bool PRIMARY KEY DEFAULT true CHECK (only_row),
+	pruned pg_catalog.int8 NOT NULL DEFAULT 0,
+	claims pg_catalog.int8 NOT NULL DEFAULT 0,
+	takeovers pg_catalog.int8 NOT NULL DEFAULT 0,
+	renewals pg_catalog.int8 NOT NULL DEFAULT 0,
+	releases pg_catalog.int8 NOT NULL DEFAULT 0
+);
+REVOKE ALL ON fence_pruned FROM PUBLIC;
+GRANT SELECT ON fence_pruned TO PUBLIC;
+-- no row until the first prune, so a restore's data is the only row
+SELECT pg_catalog.pg_extension_config_dump('fence_pruned', '');
+
+CREATE FUNCTION fence_prune_batch(older_than pg_catalog.interval,
+								  batch pg_catalog.int4,
+								  after_job pg_catalog.text,
+								  OUT deleted pg_catalog.int8,
+								  OUT skipped pg_catalog.int8,
+								  OUT last_job pg_catalog.text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'fence_prune_batch'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+-- A procedure, so that it can commit after each batch: CALL it outside a
+-- transaction block.  (No SET search_path: a procedure with one cannot
+-- commit; every name is qualified instead.)
+CREATE PROCEDURE fence_prune(older_than pg_catalog.interval,
+							 batch pg_catalog.int4 DEFAULT 1000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	after pg_catalog.text := NULL;
+	b record;
+	total_deleted pg_catalog.int8 := 0;
+	total_skipped pg_catalog.int8 := 0;
+BEGIN
+	LOOP
+		SELECT r.deleted, r.skipped, r.last_job INTO b
+		  FROM @extschema@.fence_prune_batch(older_than, batch, after) r;
+		total_deleted := total_deleted OPERATOR(pg_catalog.+) b.deleted;
+		total_skipped := total_skipped OPERATOR(pg_catalog.+) b.skipped;
+		COMMIT;
+		EXIT WHEN b.last_job IS NULL;
+		after := b.last_job;
+	END LOOP;
+	RAISE NOTICE 'fence_prune: % claims deleted, % skipped (held by a writer or a claim in flight)',
+		total_deleted, total_skipped;
+END
+$$;
+
 CREATE VIEW fence_stats AS
 SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
-	   s.claims, s.takeovers, s.renewals, s.releases,
+	   s.claims OPERATOR(pg_catalog.+) COALESCE(p.claims, 0) AS claims,
+	   s.takeovers OPERATOR(pg_catalog.+) COALESCE(p.takeovers, 0) AS takeovers,
+	   s.renewals OPERATOR(pg_catalog.+) COALESCE(p.renewals, 0) AS renewals,
+	   s.releases OPERATOR(pg_catalog.+) COALESCE(p.releases, 0) AS releases,
+	   COALESCE(p.pruned, 0) AS pruned,
 	   r.c IS NOT NULL AS refusals_counted,
 	   r.c[1] AS refused_5f001, r.c[2] AS refused_5f002, r.c[3] AS refused_5f003,
 	   r.c[4] AS refused_5f004, r.c[5] AS refused_5f005, r.c[6] AS refused_5f006
@@ -788,8 +850,9 @@ SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
 			   COALESCE(pg_catalog.sum(c.n_takeovers), 0)::pg_catalog.int8 AS takeovers,
 			   COALESCE(pg_catalog.sum(c.n_renewals), 0)::pg_catalog.int8 AS renewals,
 			   COALESCE(pg_catalog.sum(c.n_releases), 0)::pg_catalog.int8 AS releases
-		  FROM @extschema@.fence_claims c) s,
-	   (SELECT @extschema@.fence_refusal_counts() AS c) r;
+		  FROM @extschema@.fence_claims c) s
+  LEFT JOIN @extschema@.fence_pruned p ON true
+ CROSS JOIN (SELECT @extschema@.fence_refusal_counts() AS c) r;
 
 -- One row per claim.  An expired claim is blocked while a transaction
 -- holds its token's lock (a writer that validated the token: a takeover

@@ -26,6 +26,8 @@
  *				fence.allow_ddl setting); protection follows the data
  *				through CREATE ... PARTITION OF, ATTACH, DETACH and DROP
  *	audit.c		the audit log, fence_audit_log
+ *	prune.c		fence_prune_batch: deleting finished claims, under the
+ *				locks a takeover takes
  *	stats.c		refused writes counted by SQLSTATE and database, in shared
  *				memory when fence is in shared_preload_libraries
  *
@@ -146,6 +148,8 @@ typedef struct ClaimRow
 } ClaimRow;
 
 /* claims.c */
+extern bool claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
+							 TimestampTz cutoff, int64 counts[4]);
 extern bool claims_fetch(FenceCatalog *cat, bool by_token, Datum key,
 						 ClaimRow *row);
 extern int64 claims_issue_token(FenceCatalog *cat, const char *job);
@@ -155,6 +159,8 @@ extern bool token_lock_against_takeover(int64 token);
 extern void token_unlock(int64 token);
 extern bool token_try_lock_for_takeover(int64 token);
 extern bool token_try_lock_job_for_claim(const char *job);
+extern void token_unlock_job(const char *job);
+extern void token_unlock_takeover(int64 token);
 extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
 									const char *job,
 									bool for_guard);

@@ -123,18 +123,45 @@ token_try_lock_for_takeover(int64 token)
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
 }
 
+/* Give back the exclusive lock token_try_lock_for_takeover took. */
+void
+token_unlock_takeover(int64 token)
+{
+	LOCKTAG		tag;
+
+	set_token_locktag(&tag, token);
+	(void) LockRelease(&tag, ExclusiveLock, false);
+}
+
+static void
+set_job_locktag(LOCKTAG *tag, const char *job)
+{
+	uint64		key = hash_bytes_extended((const unsigned char *) job,
+										  strlen(job), 0);
+
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, (uint32) (key >> 32),
+						 (uint32) key, FENCE_LOCKTAG_JOB);
+}
+
 /* Take the job name's lock if no other claim of it is in flight. */
 bool
 token_try_lock_job_for_claim(const char *job)
 {
 	LOCKTAG		tag;
-	uint64		key = hash_bytes_extended((const unsigned char *) job,
-										  strlen(job), 0);
 
-	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32) (key >> 32),
-						 (uint32) key, FENCE_LOCKTAG_JOB);
+	set_job_locktag(&tag, job);
 	fence_xact_note_lock();
 	return LockAcquire(&tag, ExclusiveLock, false, true) != LOCKACQUIRE_NOT_AVAIL;
+}
+
+/* Give back the job name's lock (fence_prune, skipping the job). */
+void
+token_unlock_job(const char *job)
+{
+	LOCKTAG		tag;
+
+	set_job_locktag(&tag, job);
+	(void) LockRelease(&tag, ExclusiveLock, false);
 }
 
 /*
