@@ -329,6 +329,36 @@ check "fence_audit_log has 'detach' rows and 'rename' rows naming the new schema
 check "a write without a token to archive.ev_move_p10 fails 5F003" \
 	"$(state "UPDATE archive.ev_move_p10 SET payload = 'no token'")" 5F003
 
+# --- partition_data_id: rows in the default partition moved to a new one
+# (issue 11: under fence_begin the moved rows carry their old epoch into the
+# INSERT; the copied-rows rule stamps them with the bound token)
+sql >"$dir/partman-fill.out" 2>&1 <<'EOSQL' || { cat "$dir/partman-fill.out"; exit 1; }
+CREATE TABLE ev_fill (id bigint NOT NULL, payload text, writer_epoch bigint NOT NULL DEFAULT 0)
+  PARTITION BY RANGE (id);
+SELECT fence_protect('ev_fill');
+EOSQL
+check_run "create_parent ev_fill (id, interval 10, premake 1) on a protected table" create_parent_fill \
+	"SELECT partman.create_parent('public.ev_fill', 'id', 'native', '10', p_premake => 1, p_jobmon => false)"
+tok_load=$(claim load:fill)
+check "rows beyond the premade partitions land in ev_fill_default" "$(state "BEGIN;
+SELECT fence_begin('load:fill', $tok_load);
+INSERT INTO ev_fill SELECT g, 'f' || g FROM generate_series(100, 104) g;
+COMMIT;")$(val "SELECT ' ' || count(*) FROM ev_fill_default WHERE writer_epoch = $tok_load")" "00000 5"
+check "partition_data_id without a token is refused by the guard; the rows stay in the default partition" \
+	"$(state "SELECT partman.partition_data_id('public.ev_fill', p_batch_count => 10)" | sed 's/^5F00[34]$/refused/;s/^P0001$/refused/') $(val "SELECT count(*) FROM ev_fill_default")" \
+	"refused 5"
+tok_fill=$(claim maint:fill)
+check "partition_data_id under fence_begin moves the rows" "$(state "BEGIN;
+SELECT fence_begin('maint:fill', $tok_fill);
+SELECT partman.partition_data_id('public.ev_fill', p_batch_count => 10);
+COMMIT;")" 00000
+check "the moved rows are in their new partition, stamped with the bound token" \
+	"$(val "SELECT (SELECT count(*) FROM ev_fill_default) || ' ' || count(*) || ' ' || count(*) FILTER (WHERE writer_epoch = $tok_fill) FROM ev_fill_p100")" \
+	"0 5 5"
+check "the partition partition_data_id created is protected" "$(unprotected_of public.ev_fill_p100)" ""
+check "a stale write with the load token to a moved row is refused (5F002)" \
+	"$(state "BEGIN; SELECT fence_begin('load:fill', $tok_load); UPDATE ev_fill SET payload = 'stale' WHERE id = 100; COMMIT;")" 5F002
+
 # --- the background worker's call: every set at once
 check_run "run_maintenance() over every partition set" maint_all \
 	"SELECT partman.run_maintenance(p_jobmon => false)"
