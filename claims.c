@@ -435,6 +435,20 @@ claims_exec_end(ClaimsExec *x)
 }
 
 /*
+ * A standby cannot change fence_claims: say so, rather than let the
+ * executor fail on the transaction id it cannot assign.
+ */
+void
+claims_refuse_on_standby(const char *what)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("fence cannot %s on a standby", what),
+				 errhint("Claims are made, renewed and released on the primary.")));
+}
+
+/*
  * Change the job's claim row if, once locked, it still allows the change.
  * Returns whether it did; *result gets the new token (take-over, release)
  * or the new expiry (renew).
@@ -452,6 +466,10 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	Bitmapset  *updated = NULL;
 	bool		done = false;
 
+	claims_refuse_on_standby(change == CLAIM_RENEW || change == CLAIM_RENEW_ANY ?
+							 "renew a claim" :
+							 change == CLAIM_TAKE_OVER ? "take over a claim" :
+							 "release a claim");
 	claims_become_owner(cat, &save_userid, &save_sec_context);
 	rel = fence_open_claims(cat, RowExclusiveLock);
 
@@ -822,6 +840,7 @@ fence_release_any(PG_FUNCTION_ARGS)
 	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	claims_refuse_on_standby("release a claim");
 	if (!claims_fetch(cat, false, CStringGetTextDatum(p.job), &row) || row.released)
 		PG_RETURN_BOOL(false);
 	p.token = row.token;
@@ -850,6 +869,7 @@ fence_renew_any(PG_FUNCTION_ARGS)
 	p.lease = fence_lease_arg(fcinfo, 1);
 	p.now = GetCurrentTimestamp();
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	claims_refuse_on_standby("renew a claim");
 	if (!claims_fetch(cat, false, CStringGetTextDatum(p.job), &row) || row.released)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_SUPERSEDED)),

@@ -148,6 +148,7 @@ typedef struct ClaimRow
 } ClaimRow;
 
 /* claims.c */
+extern void claims_refuse_on_standby(const char *what);
 extern bool claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 							 TimestampTz cutoff, int64 counts[4]);
 extern bool claims_fetch(FenceCatalog *cat, bool by_token, Datum key,

@@ -171,6 +171,7 @@ fence_prune_batch(PG_FUNCTION_ARGS)
 	after_job = PG_ARGISNULL(2) ? "" : text_to_cstring(PG_GETARG_TEXT_PP(2));
 
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	claims_refuse_on_standby("prune claims");
 	if (!superuser() && !has_privs_of_role(GetUserId(), cat->claims_owner))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -64,7 +64,16 @@ typedef struct FenceTokenCheck
 	int64		job_token;		/* that row's token */
 	bool		job_released;	/* and whether it is released */
 	int64		last_issued;	/* NEVER_ISSUED: the counter's value */
+	const char *listed_job;		/* NEVER_ISSUED, but fence_claims lists it */
 } FenceTokenCheck;
+
+/*
+ * A value the counter has reached, for this catalog generation: a token at
+ * or below it was issued.  Read again only for a token above it, so most
+ * checks read no sequence.
+ */
+static int64 issued_floor = 0;
+static uint64 issued_floor_generation = 0;
 
 static void report_token(int64 token, const char *job, FenceTokenCheck *check,
 						 bool never_issued_is_invalid) pg_attribute_noreturn();
@@ -273,6 +282,26 @@ token_check_range(int64 token)
 }
 
 /*
+ * Did this counter issue the token?  A registry row can name a token the
+ * counter never reached: one written by hand, or replicated from another
+ * database's fence_claims.  Such a token is forged here, whatever the row
+ * says.
+ */
+static bool
+token_was_issued(FenceCatalog *cat, int64 token)
+{
+	if (issued_floor_generation != cat->generation)
+	{
+		issued_floor = 0;
+		issued_floor_generation = cat->generation;
+	}
+	if (token <= issued_floor)
+		return true;
+	issued_floor = fence_last_token_issued(cat);
+	return token <= issued_floor;
+}
+
+/*
  * Ask the registry about a token.  If expected_job is given, the token
  * is current only if it is that job's claim, and the job's row is reported
  * for the error message.  The caller must already hold the token's lock, or
@@ -291,8 +320,15 @@ check_token(FenceCatalog *cat, int64 token, const char *expected_job,
 		if (!row.released &&
 			(expected_job == NULL || strcmp(row.job, expected_job) == 0))
 		{
-			result->state = FENCE_TOKEN_CURRENT;
-			result->job = row.job;
+			if (token_was_issued(cat, token))
+			{
+				result->state = FENCE_TOKEN_CURRENT;
+				result->job = row.job;
+				return;
+			}
+			result->state = FENCE_TOKEN_NEVER_ISSUED;
+			result->listed_job = row.job;
+			result->last_issued = issued_floor;
 			return;
 		}
 		if (row.released)
@@ -327,6 +363,14 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
 {
 	const char *known_job = job ? job : check->released_job;
 
+	if (check->state == FENCE_TOKEN_NEVER_ISSUED && check->listed_job != NULL)
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
+				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
+						token, check->listed_job),
+				 errdetail("fence_claims lists it as the claim of job \"%s\", but this database's counter never issued it: the last token issued is " INT64_FORMAT ".",
+						   check->listed_job, check->last_issued),
+				 errhint("A claim row written by hand, or replicated from another database, is not a claim here; see doc/fence.md section 9.11.")));
 	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),

@@ -38,7 +38,8 @@
 #    never moves the counter back or out of the timeline's range; then new
 #    claims write, and the source's old tokens are refused.
 #
-# On a standby fence_claim fails (the server's read-only error).
+# On a standby fence_claim, fence_renew, fence_release, the *_any functions
+# and fence_prune fail with 25006, saying why.
 
 use strict;
 use warnings FATAL => 'all';
@@ -162,8 +163,23 @@ is(q1($standby1, q{SELECT count(*) FROM results WHERE value = 'pre'}), $njobs + 
 	'standby 1 has replayed the rows written before the lag');
 
 my ($st, $err) = try_sql($standby1, q{SELECT fence_claim('on-standby', '1 hour')});
-isnt($st, 'ok', "fence_claim on a standby fails ($st)");
-note("fence_claim on a standby: $err");
+is($st, '25006', 'fence_claim on a standby: 25006');
+like($err, qr/fence issues no tokens on a standby/, 'fence_claim on a standby says why');
+# renew, release and prune change fence_claims: 25006 naming fence, never
+# an internal error ("cannot assign TransactionIds during recovery")
+my ($held_job, $held_token) = split /\|/,
+  q1($standby1, 'SELECT job, token FROM fence_claims ORDER BY token DESC LIMIT 1');
+for my $call (
+	"SELECT fence_renew('$held_job', $held_token, '1 hour')",
+	"SELECT fence_release('$held_job', $held_token)",
+	"SELECT fence_renew_any('$held_job', '1 hour')",
+	"SELECT fence_release_any('$held_job')",
+	"CALL fence_prune('1 day')")
+{
+	($st, $err) = try_sql($standby1, $call);
+	is($st, '25006', "on a standby: $call gives 25006");
+	like($err, qr/fence cannot \w+ (a claim|claims) on a standby/, "on a standby: $call says why");
+}
 
 # the lag: the standby stops receiving
 $standby1->stop;
