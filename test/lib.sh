@@ -167,3 +167,28 @@ fence_psql()
 	shift
 	(cd "$dir" && fence_as_pg psql -X -P pager=off -h "$dir/sock" -p "$(cat "$dir/port")" -U postgres "$@")
 }
+
+# --- assertions, for check scripts ------------------------------------------
+# ok DESC and bad DESC count one assertion each and print one line; check
+# DESC ACTUAL EXPECTED compares two values; fence_check_no_crash LOG asserts
+# that a server log shows no backend crash.  n_ok and n_fail hold the counts.
+n_ok=0
+n_fail=0
+ok() { n_ok=$((n_ok + 1)); printf 'ok     %s\n' "$1"; }
+bad() { n_fail=$((n_fail + 1)); printf 'FAILED %s\n' "$1"; }
+check()
+{
+	if [ "$2" = "$3" ]; then
+		ok "$1"
+	else
+		bad "$1: got '$2', expected '$3'"
+	fi
+}
+fence_check_no_crash()
+{
+	if grep -nE 'terminated by signal|PANIC:|TRAP:|server process .* exited with exit code [^0]' "$1"; then
+		bad "the server log shows no crash"
+	else
+		ok "the server log shows no crash"
+	fi
+}

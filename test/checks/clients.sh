@@ -89,18 +89,6 @@ trap cleanup EXIT
 mkdir -p "$dir" "$pgb" "$snip" "$out"
 chown postgres:postgres "$dir" "$pgb"
 
-n_ok=0
-n_fail=0
-ok() { n_ok=$((n_ok + 1)); printf 'ok     %s\n' "$1"; }
-bad() { n_fail=$((n_fail + 1)); printf 'FAILED %s\n' "$1"; }
-check()
-{
-	if [ "$2" = "$3" ]; then
-		ok "$1"
-	else
-		bad "$1: got '$2', expected '$3'"
-	fi
-}
 
 # ===========================================================================
 # Extract the programs. A marker line must be followed at once by a fence.
@@ -323,11 +311,7 @@ else
 fi
 
 # ===========================================================================
-if grep -nE 'terminated by signal|PANIC:|TRAP:|server process .* exited with exit code [^0]' "$dir/server.log"; then
-	bad "the server log shows no crash"
-else
-	ok "the server log shows no crash"
-fi
+fence_check_no_crash "$dir/server.log"
 
 total=$((n_ok + n_fail))
 if [ "$n_fail" = 0 ]; then

@@ -104,21 +104,8 @@ fence_cluster_start "$dir" || exit 1
 sql() { fence_psql "$dir" -d examples -XAtq -v ON_ERROR_STOP=1 "$@"; }
 val() { sql -c "$1" 2>&1; }
 
-n_ok=0
-n_fail=0
 n_skip=0
-ok() { n_ok=$((n_ok + 1)); printf 'ok     %s\n' "$1"; }
-bad() { n_fail=$((n_fail + 1)); printf 'FAILED %s\n' "$1"; }
 skip() { n_skip=$((n_skip + 1)); printf 'SKIP   %s\n' "$1"; }
-# check DESCRIPTION ACTUAL EXPECTED
-check()
-{
-	if [ "$2" = "$3" ]; then
-		ok "$1"
-	else
-		bad "$1: got '$2', expected '$3'"
-	fi
-}
 
 # Workers run as postgres with the connection in the environment.  setpriv
 # execs in place, so a background worker's $! is the worker itself (SIGSTOP
@@ -473,11 +460,7 @@ if [ -n "$cron_a" ]; then
 fi
 
 echo "--- server log"
-if grep -nE 'terminated by signal|PANIC:|TRAP:|server process .* exited with exit code [^0]' "$dir/server.log"; then
-	bad "the server log shows no crash"
-else
-	ok "the server log shows no crash"
-fi
+fence_check_no_crash "$dir/server.log"
 
 total=$((n_ok + n_fail))
 dt=$(($(date +%s) - t_start))

@@ -68,19 +68,6 @@ cleanup()
 }
 trap cleanup EXIT
 
-n_ok=0
-n_fail=0
-ok() { n_ok=$((n_ok + 1)); printf 'ok     %s\n' "$1"; }
-bad() { n_fail=$((n_fail + 1)); printf 'FAILED %s\n' "$1"; }
-# check DESCRIPTION ACTUAL EXPECTED
-check()
-{
-	if [ "$2" = "$3" ]; then
-		ok "$1"
-	else
-		bad "$1: got '$2', expected '$3'"
-	fi
-}
 
 # ===========================================================================
 # 1-3: the static checks.  The Python part prints "ok ..." / "FAILED ..."

@@ -126,19 +126,6 @@ run_logged()
 	return 1
 }
 
-n_ok=0
-n_fail=0
-ok() { n_ok=$((n_ok + 1)); printf 'ok     %s\n' "$1"; }
-bad() { n_fail=$((n_fail + 1)); printf 'FAILED %s\n' "$1"; }
-# check DESCRIPTION ACTUAL EXPECTED
-check()
-{
-	if [ "$2" = "$3" ]; then
-		ok "$1"
-	else
-		bad "$1: got '$2', expected '$3'"
-	fi
-}
 # did a maintenance command succeed? (names fence's refusal if it was one)
 check_run()
 {
@@ -544,11 +531,7 @@ check "once its claim is released, a write with the load token fails 5F001" \
 
 # ===========================================================================
 echo "--- server log"
-if grep -nE 'terminated by signal|PANIC:|TRAP:|server process .* exited with exit code [^0]' "$dir/server.log"; then
-	bad "the server log shows no crash"
-else
-	ok "the server log shows no crash"
-fi
+fence_check_no_crash "$dir/server.log"
 if grep -nE 'cannot run .* on protected table|fence_allow_ddl' "$dir/server.log" | head -n 5 | grep .; then
 	bad "no DDL was refused by fence during the partman and pg_repack runs"
 else

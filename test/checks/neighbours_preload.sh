@@ -101,19 +101,6 @@ state()
 	fi
 }
 
-n_ok=0
-n_fail=0
-ok() { n_ok=$((n_ok + 1)); printf 'ok     %s\n' "$1"; }
-bad() { n_fail=$((n_fail + 1)); printf 'FAILED %s\n' "$1"; }
-# check DESCRIPTION ACTUAL EXPECTED
-check()
-{
-	if [ "$2" = "$3" ]; then
-		ok "$1"
-	else
-		bad "$1: got '$2', expected '$3'"
-	fi
-}
 # check_has DESCRIPTION ACTUAL EXTENDED-REGEX
 check_has()
 {
@@ -257,11 +244,7 @@ check_has "the server log has fence's refusal of that write" "$newlog" "ERROR: +
 
 # ===========================================================================
 echo "--- server log"
-if grep -nE 'terminated by signal|PANIC:|TRAP:|server process .* exited with exit code [^0]' "$dir/server.log"; then
-	bad "the server log shows no crash"
-else
-	ok "the server log shows no crash"
-fi
+fence_check_no_crash "$dir/server.log"
 
 total=$((n_ok + n_fail))
 if [ "$n_fail" = 0 ]; then

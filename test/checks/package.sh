@@ -68,19 +68,6 @@ fi
 dir=$work/package
 port=${FENCE_PORT:-$(fence_free_port 54364)}
 
-n_ok=0
-n_fail=0
-ok() { n_ok=$((n_ok + 1)); printf 'ok     %s\n' "$1"; }
-bad() { n_fail=$((n_fail + 1)); printf 'FAILED %s\n' "$1"; }
-# check DESCRIPTION ACTUAL EXPECTED
-check()
-{
-	if [ "$2" = "$3" ]; then
-		ok "$1"
-	else
-		bad "$1: got '$2', expected '$3'"
-	fi
-}
 
 # dpkg, waiting (up to 2 minutes) while another dpkg or apt holds its lock
 dpkg_wait()
