@@ -473,6 +473,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	claims_become_owner(cat, &save_userid, &save_sec_context);
 	rel = fence_open_claims(cat, RowExclusiveLock);
 
+	memset(&x, 0, sizeof(x));
 	x.estate = CreateExecutorState();
 	oldslot = table_slot_create(rel, &x.estate->es_tupleTable);
 	newslot = table_slot_create(rel, &x.estate->es_tupleTable);
@@ -569,6 +570,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 
 	claims_become_owner(cat, &save_userid, &save_sec_context);
 	rel = fence_open_claims(cat, RowExclusiveLock);
+	memset(&x, 0, sizeof(x));
 	x.estate = CreateExecutorState();
 	slot = table_slot_create(rel, &x.estate->es_tupleTable);
 
