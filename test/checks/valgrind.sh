@@ -22,6 +22,7 @@
 # (else 54337), FENCE_WORK, FENCE_QUICK=1 (regress suite only).
 #
 # fence-check: slow
+# fence-check-timeout: 1200
 # fence-check-packages: valgrind
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
