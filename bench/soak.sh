@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# bench/soak.sh: fence_claim at full speed for a long time (issue 12).
+#
+#   bash bench/soak.sh                 two runs of 30 minutes each
+#   bash bench/soak.sh --minutes 10    two runs of 10 minutes each
+#   bash bench/soak.sh --quick         CI smoke: two runs of 4 s, no timing claims
+#
+# What it shows: whether claims/s stays flat and fence_claims stays bounded
+# in size when a queue claims as fast as it can for a long time, with
+# autovacuum doing the cleaning.  Every claim is a takeover (a random job
+# among --jobs, all claimed beforehand, 1 ms leases: bench/scripts/
+# claim_fence.pgb), so every claim leaves a dead row version and two dead
+# index entries behind (doc/fence.md 9.8).
+#
+# Two runs, one after the other, on one cluster with autovacuum ON:
+#   default   autovacuum's default settings;
+#   tuned     fence_claims with the settings doc/fence.md 9.8 recommends:
+#             autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0.
+# Each run has its own database, so each starts from the same fresh registry.
+# pgbench runs with no rate limit (-R): the rate is the highest this machine
+# sustains, and a falling rate is what the soak is looking for.
+#
+# Sampled every --interval seconds (default 10): claims/s (tokens issued, from
+# fence_token_seq), attempts/s, p50 and p99 latency (from pgbench's per-
+# transaction log, one transaction in 10 sampled: --sampling-rate 0.1),
+# pg_total_relation_size of fence_claims, the size of its heap and of each of
+# its two indexes, dead rows and autovacuum runs.  Written to
+# OUT/soak_<run>.csv; plotted (python3-matplotlib, bench/soak_plot.py) into
+# PLOTS/soak-<run>.png; summarised in OUT/report.md.  Nothing is pass/fail
+# on timing: the exit status is 1 only if a run had an error.
+#
+# Options:
+#   --minutes N      length of each run (default 30)
+#   --clients N      pgbench clients (default 8)
+#   --jobs N         jobs in the registry (default 10000)
+#   --interval S     sampling interval in seconds (default 10)
+#   --runs "A B"     which runs, of default and tuned (default both)
+#   --quick          4-second runs, 1 s samples, 1,000 jobs: proves it works
+#   --out DIR        results (default /tmp/fence-soak-out.XXXXXX)
+#   --plots DIR      where the PNGs go (default OUT; the doc's are in doc/)
+#   --port N         first port to try (default 55760; up to +19)
+#   --keep           leave the cluster running
+#   --no-priority    do not run server and pgbench at nice -15
+#
+# Environment: PG_CONFIG picks the PostgreSQL installation (and fence build),
+# as for bench/run.  Server settings: fsync, synchronous_commit and
+# full_page_writes off (as every bench script), shared_buffers 1GB,
+# autovacuum on with its defaults, log_autovacuum_min_duration = 0 (so the
+# log shows each autovacuum of fence_claims; logging only).
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/.." && pwd)
+# shellcheck source=../test/lib.sh
+. "$ROOT/test/lib.sh"
+# shellcheck source=queue_lib.sh
+. "$HERE/queue_lib.sh"
+
+MINUTES=30 CLIENTS=8 JOBS=10000 INTERVAL=10 RUNS="default tuned" QUICK=0 OUT="" PLOTS=""
+QB_PORT_BASE=55760 QB_KEEP=0 QB_PRIORITY=1
+ARGS=("$@")
+while [ $# -gt 0 ]; do
+	case $1 in
+	--minutes) MINUTES=$2; shift ;;
+	--clients) CLIENTS=$2; shift ;;
+	--jobs) JOBS=$2; shift ;;
+	--interval) INTERVAL=$2; shift ;;
+	--runs) RUNS=$2; shift ;;
+	--quick) QUICK=1 ;;
+	--out) OUT=$2; shift ;;
+	--plots) PLOTS=$2; shift ;;
+	--port) QB_PORT_BASE=$2; shift ;;
+	--keep) QB_KEEP=1 ;;
+	--no-priority) QB_PRIORITY=0 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) fence_die "unknown option: $1 (try --help)" ;;
+	esac
+	shift
+done
+fence_need_root "$0" "${ARGS[@]}"
+fence_install_packages postgresql-15 python3 python3-matplotlib procps >&2 ||
+	fence_die "package install failed"
+
+DURATION=$((MINUTES * 60))
+if [ "$QUICK" = 1 ]; then
+	DURATION=4 INTERVAL=1 JOBS=1000 CLIENTS=2 QB_PRIORITY=0
+fi
+[ -n "$OUT" ] || OUT=$(mktemp -d /tmp/fence-soak-out.XXXXXX)
+[ -n "$PLOTS" ] || PLOTS=$OUT
+mkdir -p "$OUT/logs" "$PLOTS"
+chmod 777 "$OUT/logs"
+
+QB_NAME=fence-soak QB_PORT_MAX=$((QB_PORT_BASE + 19)) QB_DB=soak_setup
+qb_start "$(
+	cat <<EOF
+# bench/soak.sh: autovacuum on, with its defaults
+shared_buffers = 1GB
+autovacuum = on
+log_autovacuum_min_duration = 0
+jit = off
+max_connections = 50
+EOF
+)"
+qb_say "cluster $CL on port $PORT; results in $OUT"
+T0=$(date +%s)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+D0=$(date -u '+%Y-%m-%d %H:%M UTC')
+
+sample_sql="SELECT round(extract(epoch FROM clock_timestamp())::numeric, 3),
+	(SELECT last_value FROM fence_token_seq),
+	pg_total_relation_size('fence_claims'), pg_relation_size('fence_claims'),
+	pg_relation_size('fence_claims_pkey'), pg_relation_size('fence_claims_token_key'),
+	n_live_tup, n_dead_tup, autovacuum_count, n_tup_upd, n_tup_hot_upd
+	FROM pg_stat_user_tables WHERE relid = 'fence_claims'::regclass"
+
+for run in $RUNS; do
+	case $run in default | tuned) ;; *) fence_die "unknown run: $run (default or tuned)" ;; esac
+	QB_DB=soak_$run
+	"$PGBIN/createdb" -h "$SOCK" -p "$PORT" -U postgres "$QB_DB"
+	tuning="-- autovacuum's defaults"
+	[ "$run" = tuned ] && tuning="ALTER TABLE fence_claims SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);"
+	q >/dev/null <<EOF
+SET client_min_messages = warning;
+CREATE EXTENSION fence;
+$(for b in $(seq 0 1000 $((JOBS - 1))); do
+		echo "SELECT count(fence_claim('cj_' || g, interval '1 millisecond', 'soak')) FROM generate_series($((b + 1)), $((b + 1000 < JOBS ? b + 1000 : JOBS))) g;"
+	done)
+$tuning
+VACUUM ANALYZE fence_claims;
+CHECKPOINT;
+EOF
+	qb_say "soak $run: $CLIENTS clients, $JOBS jobs, $DURATION s, samples every $INTERVAL s ($(q -c "SELECT coalesce(array_to_string(reloptions, ', '), 'no reloptions') FROM pg_class WHERE oid = 'fence_claims'::regclass"))"
+	samples=$OUT/samples_$run.csv
+	echo "epoch,tokens,total_bytes,heap_bytes,pkey_bytes,token_bytes,live_tup,dead_tup,autovacuums,tup_upd,tup_hot_upd" >"$samples"
+	q -F, -c "$sample_sql" >>"$samples"
+	rm -f "$OUT/logs/soak_$run".*
+	START=$(date +%s.%N)
+	# the sampler: one row every INTERVAL seconds until pgbench is done
+	(
+		n=1
+		while [ ! -e "$OUT/logs/.done_$run" ]; do
+			target=$(awk -v s="$START" -v n="$n" -v i="$INTERVAL" 'BEGIN { printf "%.3f", s + n * i }')
+			while awk -v t="$target" -v now="$(date +%s.%N)" 'BEGIN { exit !(now < t) }'; do
+				[ -e "$OUT/logs/.done_$run" ] && break
+				sleep 0.2
+			done
+			q -F, -c "$sample_sql" >>"$samples" 2>/dev/null || true
+			n=$((n + 1))
+		done
+	) &
+	sampler=$!
+	qb_pgbench "$OUT/logs/soak_$run.out" -M prepared -c "$CLIENTS" -j 1 -T "$DURATION" \
+		--random-seed=4242 -D njobs="$JOBS" -f "$HERE/scripts/claim_fence.pgb" \
+		--log --log-prefix="soak_$run" --sampling-rate=0.1
+	touch "$OUT/logs/.done_$run"
+	wait "$sampler" || true
+	q -F, -c "$sample_sql" >>"$samples"
+	echo "$run	$START	$QB_TPS	$QB_NTX	$QB_CPU_US	$QB_OK" >>"$OUT/runs.tsv"
+	# each autovacuum of fence_claims, with its detail lines (pages, tuples,
+	# index scans, buffer usage, system usage: elapsed)
+	awk -v t="automatic vacuum of table \"soak_$run.public.fence_claims\"" '
+		index($0, t) { keep = 1; print; next }
+		/^\t/ && keep { print; next }
+		{ keep = 0 }' "$SLOG" >"$OUT/autovacuum_$run.log"
+	qb_say "soak $run: $QB_NTX attempts, $QB_TPS/s, server CPU $QB_CPU_US us/attempt; $(grep -c 'automatic vacuum' "$OUT/autovacuum_$run.log" || true) autovacuums of fence_claims"
+	q -c "CHECKPOINT"
+done
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+{
+	echo "date: $D0; mode: $([ "$QUICK" = 1 ] && echo 'quick (smoke: not a measurement)' || echo full)"
+	qb_meta
+	echo "load average (1, 5, 15 min) at start: $LOAD0; at end: $LOAD1"
+	echo "each run: $DURATION s, $CLIENTS clients (-j 1, -M prepared, no -R), $JOBS jobs, every attempt a takeover (1 ms leases); samples every $INTERVAL s"
+	echo "whole script: $(($(date +%s) - T0)) s; failed runs: $QB_FAILED_RUNS"
+} >"$OUT/meta.txt"
+
+/usr/bin/python3 "$HERE/soak_plot.py" --out "$OUT" --plots "$PLOTS" --interval "$INTERVAL" \
+	--runs "$RUNS" >"$OUT/report.md"
+cat "$OUT/meta.txt" "$OUT/report.md"
+qb_say "results in $OUT; plots in $PLOTS"
+[ "$QB_FAILED_RUNS" = 0 ] || { qb_say "$QB_FAILED_RUNS run(s) had errors"; exit 1; }

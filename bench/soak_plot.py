@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""bench/soak_plot.py: bench/soak.sh's samples as CSV, PNG plots and a summary.
+
+  soak_plot.py --out OUT --plots DIR --interval S --runs "default tuned"
+
+Reads OUT/samples_<run>.csv (the sampler's rows: server time, tokens issued,
+relation sizes, autovacuum count), OUT/runs.tsv (each run's start) and
+pgbench's sampled per-transaction log OUT/logs/soak_<run>.* (1 in 10
+transactions).  Writes OUT/soak_<run>.csv (one row per sampling interval)
+and DIR/soak-<run>.png, and prints the markdown summary.
+
+Needs matplotlib from Debian (python3-matplotlib), run with /usr/bin/python3.
+"""
+import argparse
+import bisect
+import csv
+import glob
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SAMPLING = 0.1  # pgbench --sampling-rate in bench/soak.sh
+MB = 1048576.0
+LABELS = {
+    "default": "autovacuum defaults",
+    "tuned": "fence_claims: autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0",
+}
+
+
+def percentile(vals, p):
+    """Nearest-rank percentile of a sorted list."""
+    if not vals:
+        return float("nan")
+    k = max(0, min(len(vals) - 1, int(round(p / 100.0 * len(vals) + 0.5)) - 1))
+    return vals[k]
+
+
+def load_log(out, run):
+    """(completion time, latency ms) of every sampled transaction, sorted."""
+    rows = []
+    for f in glob.glob(os.path.join(out, "logs", f"soak_{run}.*")):
+        if f.endswith(".out"):
+            continue
+        with open(f) as fh:
+            for line in fh:
+                p = line.split()
+                # client_id transaction_no time script_no time_epoch time_us
+                if len(p) >= 6 and p[2].isdigit():
+                    rows.append((int(p[4]) + int(p[5]) / 1e6, int(p[2]) / 1000.0))
+    rows.sort()
+    return rows
+
+
+def series(out, run):
+    starts = {}
+    with open(os.path.join(out, "runs.tsv")) as fh:
+        for line in fh:
+            p = line.rstrip("\n").split("\t")
+            starts[p[0]] = float(p[1])
+    start = starts[run]
+    with open(os.path.join(out, f"samples_{run}.csv")) as fh:
+        samples = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(fh)]
+    log = load_log(out, run)
+    times = [t for t, _ in log]
+    rows = []
+    for prev, cur in zip(samples, samples[1:]):
+        dt = cur["epoch"] - prev["epoch"]
+        if dt <= 0:
+            continue
+        lo = bisect.bisect_right(times, prev["epoch"])
+        hi = bisect.bisect_right(times, cur["epoch"])
+        lat = sorted(l for _, l in log[lo:hi])
+        rows.append({
+            "t_s": round(cur["epoch"] - start, 1),
+            "claims_per_s": round((cur["tokens"] - prev["tokens"]) / dt, 1),
+            "attempts_per_s": round(len(lat) / SAMPLING / dt, 1),
+            "p50_ms": round(percentile(lat, 50), 3),
+            "p99_ms": round(percentile(lat, 99), 3),
+            "total_mb": round(cur["total_bytes"] / MB, 2),
+            "heap_mb": round(cur["heap_bytes"] / MB, 2),
+            "pkey_mb": round(cur["pkey_bytes"] / MB, 2),
+            "token_mb": round(cur["token_bytes"] / MB, 2),
+            "live_tup": int(cur["live_tup"]),
+            "dead_tup": int(cur["dead_tup"]),
+            "autovacuums": int(cur["autovacuums"]),
+            "tup_upd": int(cur["tup_upd"]),
+            "tup_hot_upd": int(cur["tup_hot_upd"]),
+        })
+    # the last sample is taken after pgbench ends: drop a partial interval
+    # that holds no transaction at all
+    while rows and rows[-1]["attempts_per_s"] == 0:
+        rows.pop()
+    return samples[0], rows
+
+
+def plot(run, first, rows, path):
+    t = [r["t_s"] / 60.0 for r in rows]
+    fig, ax = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    ax[0].plot(t, [r["claims_per_s"] for r in rows], label="claims/s (tokens issued)")
+    ax[0].plot(t, [r["attempts_per_s"] for r in rows], label="attempts/s (1-in-10 sample x 10)",
+               alpha=0.5, linewidth=0.8)
+    ax[0].set_ylabel("per second")
+    ax[0].set_ylim(bottom=0)
+    ax[1].plot(t, [r["p99_ms"] for r in rows], label="p99")
+    ax[1].plot(t, [r["p50_ms"] for r in rows], label="p50")
+    ax[1].set_ylabel("latency, ms")
+    ax[1].set_ylim(bottom=0)
+    for key, label in (("total_mb", "pg_total_relation_size(fence_claims)"), ("heap_mb", "heap"),
+                       ("pkey_mb", "fence_claims_pkey (job)"), ("token_mb", "fence_claims_token_key")):
+        ax[2].plot(t, [r[key] for r in rows], label=label)
+    ax[2].set_ylabel("MB")
+    ax[2].set_ylim(bottom=0)
+    ax[2].set_xlabel("minutes")
+    prev = int(first["autovacuums"])
+    for r in rows:
+        if r["autovacuums"] > prev:
+            for a in ax:
+                a.axvline(r["t_s"] / 60.0, color="black", alpha=0.35, linewidth=0.8, linestyle=":")
+        prev = r["autovacuums"]
+    for a in ax:
+        a.legend(loc="lower right", fontsize=8)
+        a.grid(alpha=0.3)
+    fig.suptitle(f"fence_claim soak, {run}: {LABELS.get(run, run)}\n"
+                 "dotted lines: an autovacuum of fence_claims ended in that interval", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+def mean(v):
+    return sum(v) / len(v) if v else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--plots", required=True)
+    ap.add_argument("--interval", type=float, default=10)
+    ap.add_argument("--runs", default="default tuned")
+    a = ap.parse_args()
+    print("| run | minutes | claims/s first 10% -> last 10% of the run | claims/s per interval after the first minute, min-max "
+          "| p99 ms median (max) | fence_claims total MB at start / max / end | heap, job index, token index MB at end "
+          "| dead rows max | autovacuums | HOT updates |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for run in a.runs.split():
+        first, rows = series(a.out, run)
+        with open(os.path.join(a.out, f"soak_{run}.csv"), "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()) if rows else ["t_s"])
+            w.writeheader()
+            w.writerows(rows)
+        if not rows:
+            print(f"| {run} | no samples | | | | | | | | |")
+            continue
+        png = os.path.join(a.plots, f"soak-{run}.png")
+        plot(run, first, rows, png)
+        n = max(1, len(rows) // 10)
+        c = [r["claims_per_s"] for r in rows]
+        later = [r["claims_per_s"] for r in rows if r["t_s"] > 60] or c
+        p99 = sorted(r["p99_ms"] for r in rows)
+        last = rows[-1]
+        print(f"| {run} | {rows[-1]['t_s'] / 60:.1f} | {mean(c[:n]):,.0f} -> {mean(c[-n:]):,.0f} "
+              f"| {min(later):,.0f}-{max(later):,.0f} | {percentile(p99, 50):.2f} ({p99[-1]:.2f}) "
+              f"| {first['total_bytes'] / MB:.1f} / {max(r['total_mb'] for r in rows):.1f} / {last['total_mb']:.1f} "
+              f"| {last['heap_mb']:.1f}, {last['pkey_mb']:.1f}, {last['token_mb']:.1f} "
+              f"| {max(r['dead_tup'] for r in rows):,} | {last['autovacuums'] - int(first['autovacuums'])} "
+              f"| {last['tup_hot_upd'] - int(first['tup_hot_upd'])} of {last['tup_upd'] - int(first['tup_upd']):,} |")
+    print()
+    print("claims/s: tokens issued per second (fence_token_seq); p99: of the 1-in-10 sample of attempts in each "
+          f"{a.interval:g}-s interval; sizes from pg_total_relation_size and pg_relation_size; dead rows and "
+          "autovacuums from pg_stat_user_tables.  Per-interval rows: OUT/soak_<run>.csv.")
+
+
+if __name__ == "__main__":
+    main()
