@@ -52,6 +52,7 @@
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
 #if PG_VERSION_NUM >= 160000
 #include "parser/parse_relation.h"
 #endif
@@ -59,6 +60,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -383,8 +385,65 @@ typedef struct ClaimsExec
 	EPQState	epqstate;
 } ClaimsExec;
 
+/*
+ * fence_claims' CHECK constraints, parsed and planned once per catalog
+ * generation.  ExecRelCheck builds them lazily from their stored text for
+ * each ResultRelInfo, and every claim has a fresh one: that parse was 5% of
+ * a claim's time (doc/benchmarks.md, issue 12).  What is handed to the
+ * executor is exactly what ExecRelCheck would build, ExecInitExpr of the
+ * planned expression, and only if the relation's constraints are still the
+ * ones planned (same number, same names, in order); otherwise the executor
+ * builds them itself.
+ */
+static MemoryContext claims_checks_cxt = NULL;
+static List *claims_checks = NIL;	/* planned Expr for each check[i] */
+static List *claims_check_names = NIL;
+static uint64 claims_checks_generation = 0;
+
 static void
-claims_exec_begin(ClaimsExec *x, Relation rel, Bitmapset *updated)
+claims_prepare_checks(FenceCatalog *cat, ResultRelInfo *rri, EState *estate)
+{
+	TupleConstr *constr = RelationGetDescr(rri->ri_RelationDesc)->constr;
+	MemoryContext oldcxt;
+	int			i;
+
+	if (constr == NULL || constr->num_check == 0)
+		return;
+	if (claims_checks_cxt == NULL)
+		claims_checks_cxt = AllocSetContextCreate(CacheMemoryContext,
+												  "fence claims checks",
+												  ALLOCSET_SMALL_SIZES);
+	if (claims_checks_generation != cat->generation ||
+		list_length(claims_checks) != constr->num_check)
+	{
+		MemoryContextReset(claims_checks_cxt);
+		claims_checks = NIL;
+		claims_check_names = NIL;
+		claims_checks_generation = 0;
+		oldcxt = MemoryContextSwitchTo(claims_checks_cxt);
+		for (i = 0; i < constr->num_check; i++)
+		{
+			claims_checks = lappend(claims_checks,
+									expression_planner(stringToNode(constr->check[i].ccbin)));
+			claims_check_names = lappend(claims_check_names,
+										 pstrdup(constr->check[i].ccname));
+		}
+		MemoryContextSwitchTo(oldcxt);
+		claims_checks_generation = cat->generation;
+	}
+	for (i = 0; i < constr->num_check; i++)
+		if (strcmp(constr->check[i].ccname, (char *) list_nth(claims_check_names, i)) != 0)
+			return;
+
+	oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
+	rri->ri_ConstraintExprs = palloc(sizeof(ExprState *) * constr->num_check);
+	for (i = 0; i < constr->num_check; i++)
+		rri->ri_ConstraintExprs[i] = ExecInitExpr((Expr *) list_nth(claims_checks, i), NULL);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+static void
+claims_exec_begin(FenceCatalog *cat, ClaimsExec *x, Relation rel, Bitmapset *updated)
 {
 	EState	   *estate = x->estate;
 	RangeTblEntry *rte = makeNode(RangeTblEntry);
@@ -406,6 +465,7 @@ claims_exec_begin(ClaimsExec *x, Relation rel, Bitmapset *updated)
 #endif
 	x->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(x->rri, rel, 1, NULL, 0);
+	claims_prepare_checks(cat, x->rri, estate);
 #if PG_VERSION_NUM < 140000
 	estate->es_result_relation_info = x->rri;
 #endif
@@ -526,7 +586,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		}
 		ExecStoreVirtualTuple(newslot);
 
-		claims_exec_begin(&x, rel, updated);
+		claims_exec_begin(cat, &x, rel, updated);
 #if PG_VERSION_NUM >= 140000
 		ExecSimpleRelationUpdate(x.rri, x.estate, &x.epqstate, oldslot, newslot);
 #else
@@ -596,7 +656,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 					d = slot_getattr(slot, counters[i], &isnull);
 				counts[i] = isnull ? 0 : DatumGetInt64(d);
 			}
-			claims_exec_begin(&x, rel, NULL);
+			claims_exec_begin(cat, &x, rel, NULL);
 #if PG_VERSION_NUM >= 140000
 			ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
 #else
