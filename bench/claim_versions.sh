@@ -231,12 +231,16 @@ SELECT fence_claim('n' || :r::text || '_' || :client_id::text || '_' || :j::text
 EOF
 
 # Server CPU: the postmaster's cutime + cstime grow by the CPU time of each
-# backend it reaps; wait until no backend of the database is left, so that
-# the reading holds every backend of the run just ended and none of the next.
+# backend it reaps; wait until no child but the auxiliary processes is left
+# (an exiting backend may have dropped its title: see bench/queue_lib.sh),
+# so that the reading holds every backend of the run just ended and none of
+# the next.
 backends_gone()
 {
 	for _ in $(seq 1 500); do
-		pgrep -P "$1" -f " $DB " >/dev/null || return 0
+		ps --ppid "$1" -o args= | grep -q -v -E \
+			'^postgres: (checkpointer|background writer|walwriter|autovacuum launcher|logical replication launcher|archiver)' ||
+			return 0
 		sleep 0.01
 	done
 }
