@@ -380,10 +380,35 @@ claims_count(TupleTableSlot *slot, Bitmapset **updated, AttrNumber attnum)
  */
 typedef struct ClaimsExec
 {
+	Relation	rel;			/* fence_claims, open as its owner */
+	Oid			save_userid;	/* the caller, restored by claims_exec_close */
+	int			save_sec_context;
 	EState	   *estate;
 	ResultRelInfo *rri;
 	EPQState	epqstate;
 } ClaimsExec;
+
+/* Become fence_claims' owner, open it, and make an executor state. */
+static void
+claims_exec_open(FenceCatalog *cat, ClaimsExec *x)
+{
+	memset(x, 0, sizeof(*x));
+	claims_become_owner(cat, &x->save_userid, &x->save_sec_context);
+	x->rel = fence_open_claims(cat, RowExclusiveLock);
+	x->estate = CreateExecutorState();
+}
+
+/* Undo claims_exec_open; make a change visible to the rest of the transaction. */
+static void
+claims_exec_close(ClaimsExec *x, bool changed)
+{
+	ExecResetTupleTable(x->estate->es_tupleTable, false);
+	FreeExecutorState(x->estate);
+	table_close(x->rel, NoLock);
+	SetUserIdAndSecContext(x->save_userid, x->save_sec_context);
+	if (changed)
+		CommandCounterIncrement();
+}
 
 /*
  * fence_claims' CHECK constraints, parsed and planned once per catalog
@@ -443,8 +468,9 @@ claims_prepare_checks(FenceCatalog *cat, ResultRelInfo *rri, EState *estate)
 }
 
 static void
-claims_exec_begin(FenceCatalog *cat, ClaimsExec *x, Relation rel, Bitmapset *updated)
+claims_exec_begin(FenceCatalog *cat, ClaimsExec *x, Bitmapset *updated)
 {
+	Relation	rel = x->rel;
 	EState	   *estate = x->estate;
 	RangeTblEntry *rte = makeNode(RangeTblEntry);
 
@@ -517,8 +543,6 @@ static bool
 claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 			  int64 *result)
 {
-	Oid			save_userid;
-	int			save_sec_context;
 	Relation	rel;
 	ClaimsExec	x;
 	TupleTableSlot *oldslot;
@@ -530,11 +554,8 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 							 "renew a claim" :
 							 change == CLAIM_TAKE_OVER ? "take over a claim" :
 							 "release a claim");
-	claims_become_owner(cat, &save_userid, &save_sec_context);
-	rel = fence_open_claims(cat, RowExclusiveLock);
-
-	memset(&x, 0, sizeof(x));
-	x.estate = CreateExecutorState();
+	claims_exec_open(cat, &x);
+	rel = x.rel;
 	oldslot = table_slot_create(rel, &x.estate->es_tupleTable);
 	newslot = table_slot_create(rel, &x.estate->es_tupleTable);
 
@@ -586,7 +607,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		}
 		ExecStoreVirtualTuple(newslot);
 
-		claims_exec_begin(cat, &x, rel, updated);
+		claims_exec_begin(cat, &x, updated);
 #if PG_VERSION_NUM >= 140000
 		ExecSimpleRelationUpdate(x.rri, x.estate, &x.epqstate, oldslot, newslot);
 #else
@@ -599,14 +620,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		done = true;
 	}
 
-	ExecResetTupleTable(x.estate->es_tupleTable, false);
-	FreeExecutorState(x.estate);
-	table_close(rel, NoLock);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
-
-	/* Make the change visible to the rest of this transaction. */
-	if (done)
-		CommandCounterIncrement();
+	claims_exec_close(&x, done);
 	return done;
 }
 
@@ -621,20 +635,14 @@ bool
 claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 				 TimestampTz cutoff, int64 counts[4])
 {
-	Oid			save_userid;
-	int			save_sec_context;
-	Relation	rel;
 	ClaimsExec	x;
 	TupleTableSlot *slot;
 	bool		done = false;
 
-	claims_become_owner(cat, &save_userid, &save_sec_context);
-	rel = fence_open_claims(cat, RowExclusiveLock);
-	memset(&x, 0, sizeof(x));
-	x.estate = CreateExecutorState();
-	slot = table_slot_create(rel, &x.estate->es_tupleTable);
+	claims_exec_open(cat, &x);
+	slot = table_slot_create(x.rel, &x.estate->es_tupleTable);
 
-	if (claims_lock_row(cat, rel, job, slot))
+	if (claims_lock_row(cat, x.rel, job, slot))
 	{
 		bool		isnull;
 		int64		row_token = DatumGetInt64(slot_getattr(slot, cat->att_token, &isnull));
@@ -656,7 +664,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 					d = slot_getattr(slot, counters[i], &isnull);
 				counts[i] = isnull ? 0 : DatumGetInt64(d);
 			}
-			claims_exec_begin(cat, &x, rel, NULL);
+			claims_exec_begin(cat, &x, NULL);
 #if PG_VERSION_NUM >= 140000
 			ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
 #else
@@ -667,12 +675,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 		}
 	}
 
-	ExecResetTupleTable(x.estate->es_tupleTable, false);
-	FreeExecutorState(x.estate);
-	table_close(rel, NoLock);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
-	if (done)
-		CommandCounterIncrement();
+	claims_exec_close(&x, done);
 	return done;
 }
 

@@ -71,6 +71,8 @@ prune_candidates(FenceCatalog *cat, const char *after_job, TimestampTz cutoff,
 	int			n;
 	uint64		i;
 
+	MemoryContext callercxt = CurrentMemoryContext;
+
 	values[0] = CStringGetTextDatum(after_job);
 	values[1] = TimestampTzGetDatum(cutoff);
 	values[2] = Int32GetDatum(batch);
@@ -90,10 +92,9 @@ prune_candidates(FenceCatalog *cat, const char *after_job, TimestampTz cutoff,
 		TupleDesc	desc = SPI_tuptable->tupdesc;
 		bool		isnull;
 
-		out[i].job = SPI_getvalue(tup, desc, 1);
+		/* SPI_getvalue's copy is in SPI's context: keep one in the caller's. */
+		out[i].job = MemoryContextStrdup(callercxt, SPI_getvalue(tup, desc, 1));
 		out[i].token = DatumGetInt64(SPI_getbinval(tup, desc, 2, &isnull));
-		/* SPI_getvalue's copy is in the SPI context: keep one outside it. */
-		out[i].job = MemoryContextStrdup(TopTransactionContext, out[i].job);
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
