@@ -23,7 +23,9 @@
 #   before the update still passes fence_begin, writes, renews and releases;
 #   a stale one is fenced; new claims are above every old token and
 #   supersede old ones; partitions created after the update (at both
-#   levels) or attached are covered.
+#   levels) or attached are covered; fence_stats and fence_status cover the
+#   claims made under 1.0, and fence_prune deletes the released ones while
+#   fence_stats keeps counting them.
 # The upgraded database's fence objects equal those of a fresh CREATE
 # EXTENSION at 1.1: the extension's members, every function's signature,
 # defaults, result, language, volatility, strictness, parallel safety,
@@ -306,6 +308,23 @@ is(sqlstate($db, "INSERT INTO events VALUES ('us', 7, 'late', $c1)"),
 	'5F001', "$u: the token it superseded is fenced");
 is(sqlstate($db, "INSERT INTO events VALUES ('us', 7, 'new', $c2)"),
 	'ok', "$u: the new token writes");
+
+# 1.1's metrics and prune over claim rows made under 1.0 (their counters
+# start at one claim)
+my $njobs = q1($db, 'SELECT count(*) FROM fence_claims');
+is(q1($db, "SELECT jobs = $njobs AND claims >= jobs FROM fence_stats"), 't',
+	"$u: fence_stats counts every claim row, those from 1.0 included");
+is(q1($db, q{SELECT count(*) FROM fence_status
+             WHERE state IN ('held', 'released', 'expired_claimable', 'expired_blocked')}), $njobs,
+	"$u: fence_status gives every claim a state");
+cmp_ok(q1($db, 'SELECT count(*) FROM fence_claims WHERE released'), '>', 0,
+	"$u: released claims exist to prune");
+my $claims_counted = q1($db, 'SELECT claims FROM fence_stats');
+q1($db, q{CALL fence_prune('1 day')});
+is(q1($db, 'SELECT count(*) FROM fence_claims WHERE released'), 0,
+	"$u: fence_prune deletes the released claims");
+is(q1($db, 'SELECT claims FROM fence_stats'), $claims_counted,
+	"$u: ... and fence_stats still counts their claims");
 
 # TRUNCATE and partitions created after the update
 is(sqlstate($db, 'TRUNCATE inventory'), '5F005', "$u: TRUNCATE of the table is refused");
