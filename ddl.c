@@ -55,6 +55,8 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "nodes/primnodes.h"
+#include "rewrite/prs2lock.h"
 #include "parser/parse_func.h"
 #include "parser/parse_type.h"
 #include "storage/lmgr.h"
@@ -64,12 +66,14 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(fence_ddl_command_start);
 PG_FUNCTION_INFO_V1(fence_ddl_command_end);
 PG_FUNCTION_INFO_V1(fence_sql_drop);
 PG_FUNCTION_INFO_V1(fence_table_rewrite);
 PG_FUNCTION_INFO_V1(fence_allow_ddl);
+PG_FUNCTION_INFO_V1(fence_after_when_is_canonical_sql);
 
 /* fence.allow_ddl: a superuser's session declares its DDL (fence.c). */
 bool		fence_allow_ddl_setting = false;
@@ -138,7 +142,7 @@ refuse_with(FenceTriggerFns *fns, Oid relid, const char *command,
 
 	if (ddl_declared(fns, relid, command))
 		return;
-	protected = fence_registry_lookup(fns, relid, NULL, NULL);
+	protected = fence_registry_lookup(fns, relid, NULL, NULL, NULL);
 	ereport(ERROR,
 			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 			 message ? errmsg_internal("%s", message) :
@@ -182,12 +186,14 @@ is_fence_trigger(FenceTriggerFns *fns, Oid relid, const char *tgname)
 		if (strcmp(trigger->tgname, tgname) == 0)
 		{
 			found = (trigger->tgfoid == fns->guard_fn ||
-					 trigger->tgfoid == fns->refuse_truncate_fn);
+					 trigger->tgfoid == fns->refuse_truncate_fn ||
+					 (OidIsValid(fns->guard_after_fn) &&
+					  trigger->tgfoid == fns->guard_after_fn));
 			break;
 		}
 	}
 	relation_close(rel, AccessShareLock);
-	return found && fence_registry_lookup(fns, relid, NULL, NULL);
+	return found && fence_registry_lookup(fns, relid, NULL, NULL, NULL);
 }
 
 /* Is the expression a constant 0 or NULL (a harmless epoch default)? */
@@ -296,10 +302,11 @@ rel_is_empty(Oid relid)
  */
 static void
 check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
-			   const char *mode, const char *command, bool attach)
+			   const char *mode, const char *form, const char *command, bool attach)
 {
 	char	   *child_column;
 	char	   *child_mode;
+	char	   *child_form;
 
 	/* A foreign table is refused at the end of the command (42809). */
 	if (!OidIsValid(child) || get_rel_relkind(child) == RELKIND_FOREIGN_TABLE)
@@ -310,20 +317,17 @@ check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
 	 * the attach.
 	 */
 	LockRelationOid(child, AccessExclusiveLock);
-	if (fence_registry_lookup(fns, child, &child_column, &child_mode) &&
-		strcmp(child_column, column) == 0 && strcmp(child_mode, mode) == 0)
+	if (fence_registry_lookup(fns, child, &child_column, &child_mode, &child_form) &&
+		strcmp(child_column, column) == 0 && strcmp(child_mode, mode) == 0 &&
+		strcmp(child_form, form) == 0)
 	{
-		char	   *tgname;
-
 		/*
 		 * A partition gets the parent's guard as a clone, which would clash
 		 * with the table's own: drop that one (the clone replaces it in the
 		 * same command, and the table's TRUNCATE refusal stays).
 		 */
-		if (attach && fence_rel_trigger(child, fns->guard_fn, NULL, &tgname))
-			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
-											quote_identifier(tgname),
-											fence_rel_query_name(child)));
+		if (attach)
+			fence_drop_guards(fns, child);
 		return;
 	}
 	if (get_rel_persistence(child) == RELPERSISTENCE_UNLOGGED)
@@ -333,7 +337,7 @@ check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
 	if (rel_is_empty(child))
 		return;
 	refuse(fns, parent, command,
-		   psprintf("Table \"%s\" has rows that no fencing token checked; only an empty table, or one protected with the same epoch column and mode, may join a protected table.",
+		   psprintf("Table \"%s\" has rows that no fencing token checked; only an empty table, or one protected with the same epoch column, mode and form, may join a protected table.",
 					fence_rel_display_name(child)));
 }
 
@@ -368,6 +372,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 	Oid			relid = rangevar_relid(stmt->relation);
 	char	   *column = NULL;
 	char	   *mode = NULL;
+	char	   *form = NULL;
 	bool		protected;
 	ListCell   *lc;
 
@@ -382,7 +387,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			break;
 	if (lc == NULL)
 		return;
-	protected = fence_registry_lookup(fns, relid, &column, &mode);
+	protected = fence_registry_lookup(fns, relid, &column, &mode, &form);
 
 	foreach(lc, stmt->cmds)
 	{
@@ -393,10 +398,11 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			Oid			parent = rangevar_relid((RangeVar *) cmd->def);
 			char	   *pcolumn;
 			char	   *pmode;
+			char	   *pform;
 
 			if (OidIsValid(parent) &&
-				fence_registry_lookup(fns, parent, &pcolumn, &pmode))
-				check_incoming(fns, parent, relid, pcolumn, pmode, "INHERIT", false);
+				fence_registry_lookup(fns, parent, &pcolumn, &pmode, &pform))
+				check_incoming(fns, parent, relid, pcolumn, pmode, pform, "INHERIT", false);
 			continue;
 		}
 		if (!protected)
@@ -457,7 +463,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			case AT_AttachPartition:
 				check_incoming(fns, relid,
 							   rangevar_relid(((PartitionCmd *) cmd->def)->name),
-							   column, mode, "ATTACH PARTITION", true);
+							   column, mode, form, "ATTACH PARTITION", true);
 				break;
 			default:
 				break;
@@ -488,7 +494,7 @@ check_rename(FenceTriggerFns *fns, RenameStmt *stmt)
 		case OBJECT_COLUMN:
 			relid = rangevar_relid(stmt->relation);
 			if (OidIsValid(relid) &&
-				fence_registry_lookup(fns, relid, &column, NULL) &&
+				fence_registry_lookup(fns, relid, &column, NULL, NULL) &&
 				strcmp(stmt->subname, column) == 0)
 				refuse(fns, relid, "RENAME COLUMN on the epoch column",
 					   "The guard finds the epoch column by its name.");
@@ -498,39 +504,132 @@ check_rename(FenceTriggerFns *fns, RenameStmt *stmt)
 	}
 }
 
-/* Is the CREATE TRIGGER of fence's function exactly what fence creates? */
+/* Are a guard trigger's arguments a bigint column of the table and a mode? */
 static bool
-trigger_is_canonical(FenceTriggerFns *fns, CreateTrigStmt *stmt, Oid fnoid,
-					 Oid relid)
+guard_args_ok(List *args, Oid relid)
 {
-	if (stmt->whenClause != NULL || stmt->columns != NIL || stmt->isconstraint ||
-		stmt->transitionRels != NIL || stmt->timing != TRIGGER_TYPE_BEFORE)
+	if (list_length(args) > 2)
 		return false;
-	if (fnoid == fns->refuse_truncate_fn)
-		return strcmp(stmt->trigname, FENCE_TRUNCATE_TRIGGER) == 0 &&
-			!stmt->row && stmt->events == TRIGGER_TYPE_TRUNCATE &&
-			stmt->args == NIL;
-
-	if (strcmp(stmt->trigname, FENCE_GUARD_TRIGGER) != 0 || !stmt->row ||
-		stmt->events != (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE) ||
-		list_length(stmt->args) > 2)
-		return false;
-	if (list_length(stmt->args) >= 1)
+	if (list_length(args) >= 1)
 	{
-		AttrNumber	attnum = get_attnum(relid, strVal(linitial(stmt->args)));
+		AttrNumber	attnum = get_attnum(relid, strVal(linitial(args)));
 
 		if (attnum <= 0 || get_atttype(relid, attnum) != INT8OID)
 			return false;
 	}
-	if (list_length(stmt->args) == 2)
+	if (list_length(args) == 2)
 	{
-		const char *mode = strVal(lsecond(stmt->args));
+		const char *mode = strVal(lsecond(args));
 
 		if (strcmp(mode, "strict") != 0 && strcmp(mode, "repeat") != 0 &&
 			strcmp(mode, "shared") != 0)
 			return false;
 	}
 	return true;
+}
+
+/*
+ * Is the CREATE TRIGGER of fence's function exactly what fence creates?
+ * The after form's WHEN clause is compared once the trigger exists
+ * (after_when_is_canonical): here it need only have one.
+ */
+static bool
+trigger_is_canonical(FenceTriggerFns *fns, CreateTrigStmt *stmt, Oid fnoid,
+					 Oid relid)
+{
+	if (stmt->columns != NIL || stmt->isconstraint || stmt->transitionRels != NIL)
+		return false;
+	if (OidIsValid(fns->guard_after_fn) && fnoid == fns->guard_after_fn)
+		return strcmp(stmt->trigname, FENCE_GUARD_UPDATE_TRIGGER) == 0 &&
+			stmt->row && stmt->timing == TRIGGER_TYPE_AFTER &&
+			stmt->events == TRIGGER_TYPE_UPDATE && stmt->whenClause != NULL &&
+			guard_args_ok(stmt->args, relid);
+	if (stmt->whenClause != NULL || stmt->timing != TRIGGER_TYPE_BEFORE)
+		return false;
+	if (fnoid == fns->refuse_truncate_fn)
+		return strcmp(stmt->trigname, FENCE_TRUNCATE_TRIGGER) == 0 &&
+			!stmt->row && stmt->events == TRIGGER_TYPE_TRUNCATE &&
+			stmt->args == NIL;
+
+	/* the guard: of the before form, or of the after form (no UPDATE) */
+	return strcmp(stmt->trigname, FENCE_GUARD_TRIGGER) == 0 && stmt->row &&
+		(stmt->events == (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE) ||
+		 (OidIsValid(fns->guard_after_fn) &&
+		  stmt->events == (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_DELETE))) &&
+		guard_args_ok(stmt->args, relid);
+}
+
+/* Is the node a Var of the trigger's NEW or OLD row, column attnum? */
+static bool
+is_row_var(Node *node, int varno, AttrNumber attnum)
+{
+	return node != NULL && IsA(node, Var) &&
+		((Var *) node)->varno == varno && ((Var *) node)->varattno == attnum &&
+		((Var *) node)->varlevelsup == 0;
+}
+
+/* Is the node a non-NULL Const of the type whose text is value? */
+static bool
+is_const_text(Node *node, Oid type, const char *value)
+{
+	Const	   *con = (Const *) node;
+
+	if (node == NULL || !IsA(node, Const) || con->consttype != type || con->constisnull)
+		return false;
+	if (type == NAMEOID)
+		return strcmp(NameStr(*DatumGetName(con->constvalue)), value) == 0;
+	return strcmp(TextDatumGetCString(con->constvalue), value) == 0;
+}
+
+/*
+ * Is the WHEN clause of the after form's trigger tgname on relid the one
+ * fence creates: NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid,
+ * 'col', 'mode'), with the column and mode of the trigger's arguments?
+ * Compared as the stored expression tree, not as text.
+ */
+bool
+fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgname)
+{
+	Oid			argtypes[5] = {INT8OID, INT8OID, OIDOID, NAMEOID, TEXTOID};
+	Oid			allowed_fn = fence_find_function(fns->nspid, "fence_update_allowed",
+												 5, argtypes);
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TriggerDesc *trigdesc = rel->trigdesc;
+	Trigger    *trigger = NULL;
+	bool		ok = false;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+		if (strcmp(trigdesc->triggers[i].tgname, tgname) == 0)
+			trigger = &trigdesc->triggers[i];
+
+	if (trigger != NULL && trigger->tgqual != NULL && OidIsValid(allowed_fn) &&
+		trigger->tgnargs <= 2)
+	{
+		const char *column = trigger->tgnargs >= 1 ? trigger->tgargs[0] : "writer_epoch";
+		const char *mode = trigger->tgnargs >= 2 ? trigger->tgargs[1] : "strict";
+		AttrNumber	attnum = get_attnum(relid, column);
+		Node	   *qual = stringToNode(trigger->tgqual);
+		BoolExpr   *not = (BoolExpr *) qual;
+		FuncExpr   *call;
+
+		/* a WHEN clause is stored as an implicit-AND list */
+		if (IsA(qual, List) && list_length((List *) qual) == 1)
+			not = (BoolExpr *) linitial((List *) qual);
+		if (attnum > 0 && IsA(not, BoolExpr) && not->boolop == NOT_EXPR &&
+			list_length(not->args) == 1 && IsA(linitial(not->args), FuncExpr))
+		{
+			call = (FuncExpr *) linitial(not->args);
+			ok = call->funcid == allowed_fn && list_length(call->args) == 5 &&
+				is_row_var(list_nth(call->args, 0), PRS2_NEW_VARNO, attnum) &&
+				is_row_var(list_nth(call->args, 1), PRS2_OLD_VARNO, attnum) &&
+				is_row_var(list_nth(call->args, 2), PRS2_NEW_VARNO, TableOidAttributeNumber) &&
+				is_const_text(list_nth(call->args, 3), NAMEOID, column) &&
+				is_const_text(list_nth(call->args, 4), TEXTOID, mode);
+		}
+	}
+	relation_close(rel, AccessShareLock);
+	return ok;
 }
 
 static void
@@ -543,7 +642,8 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	if (!OidIsValid(relid))
 		return;
 	fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
-	fence_fn = (fnoid == fns->guard_fn || fnoid == fns->refuse_truncate_fn);
+	fence_fn = (fnoid == fns->guard_fn || fnoid == fns->refuse_truncate_fn ||
+				(OidIsValid(fns->guard_after_fn) && fnoid == fns->guard_after_fn));
 
 	if (stmt->replace && is_fence_trigger(fns, relid, stmt->trigname))
 		refuse(fns, relid, "CREATE OR REPLACE TRIGGER",
@@ -553,10 +653,11 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 					psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
 							 stmt->trigname, get_func_name(fnoid),
 							 fence_rel_display_name(relid)),
-					"A trigger calling fence's functions must be the one fence_protect() creates: "
-			   "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW with no WHEN clause or column list, "
+					"A trigger calling fence's functions must be one fence_protect() creates: "
+			   "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
+			   "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
 			   "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
-	if ((fence_fn || fence_registry_lookup(fns, relid, NULL, NULL)) &&
+	if ((fence_fn || fence_registry_lookup(fns, relid, NULL, NULL, NULL)) &&
 		!fence_may_manage(relid))
 		refuse(fns, relid, "CREATE TRIGGER",
 			   "Only the table's owner or a superuser may create triggers on a protected table: "
@@ -571,7 +672,7 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	 * clone and cannot be replaced; PostgreSQL refuses that itself.)
 	 */
 	if (fence_fn && !stmt->replace &&
-		!(fnoid == fns->guard_fn && get_rel_relispartition(relid)))
+		!(fnoid != fns->refuse_truncate_fn && get_rel_relispartition(relid)))
 	{
 		char	   *tgname;
 
@@ -652,7 +753,7 @@ check_create_table(FenceTriggerFns *fns, CreateStmt *stmt)
 	{
 		Oid			parent = rangevar_relid((RangeVar *) lfirst(lc));
 
-		if (OidIsValid(parent) && fence_registry_lookup(fns, parent, NULL, NULL))
+		if (OidIsValid(parent) && fence_registry_lookup(fns, parent, NULL, NULL, NULL))
 			refuse(fns, parent,
 				   stmt->partbound ? "CREATE UNLOGGED TABLE ... PARTITION OF" :
 				   "CREATE UNLOGGED TABLE ... INHERITS",
@@ -711,7 +812,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 			{
 				Oid			relid = rangevar_relid(((RuleStmt *) parsetree)->relation);
 
-				if (OidIsValid(relid) && fence_registry_lookup(&fns, relid, NULL, NULL))
+				if (OidIsValid(relid) && fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
 					refuse(&fns, relid, "CREATE RULE",
 						   "A rule can rewrite a write into one the guard never sees, and the writer is told it succeeded.");
 			}
@@ -835,10 +936,11 @@ protect_new_children(FenceTriggerFns *fns)
 		{
 			char	   *column;
 			char	   *mode;
+			char	   *form;
 
-			if (fence_registry_lookup(fns, lfirst_oid(plc), &column, &mode))
+			if (fence_registry_lookup(fns, lfirst_oid(plc), &column, &mode, &form))
 			{
-				fence_protect_tree(fns, relid, column, mode);
+				fence_protect_tree(fns, relid, column, mode, form);
 				break;
 			}
 		}
@@ -848,9 +950,10 @@ protect_new_children(FenceTriggerFns *fns)
 /* A table joined or left a protected tree: protect its tree, and record it. */
 static void
 protect_and_record(FenceTriggerFns *fns, Oid relid, const char *column,
-				   const char *mode, const char *action, const char *detail)
+				   const char *mode, const char *form, const char *action,
+				   const char *detail)
 {
-	fence_protect_tree(fns, relid, column, mode);
+	fence_protect_tree(fns, relid, column, mode, form);
 	fence_audit(fns, action, relid, NULL, detail, NULL);
 }
 
@@ -860,6 +963,7 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 	Oid			relid = rangevar_relid(stmt->relation);
 	char	   *column = NULL;
 	char	   *mode = NULL;
+	char	   *form = NULL;
 	bool		protected;
 	ListCell   *lc;
 
@@ -876,7 +980,7 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 	}
 	if (lc == NULL)
 		return;
-	protected = fence_registry_lookup(fns, relid, &column, &mode);
+	protected = fence_registry_lookup(fns, relid, &column, &mode, &form);
 
 	foreach(lc, stmt->cmds)
 	{
@@ -888,7 +992,7 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			case AT_AttachPartition:
 				child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
 				if (protected && OidIsValid(child))
-					protect_and_record(fns, child, column, mode, "attach",
+					protect_and_record(fns, child, column, mode, form, "attach",
 									   psprintf("ATTACH PARTITION to %s",
 												fence_rel_query_name(relid)));
 				break;
@@ -896,12 +1000,13 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 				{
 					char	   *ccolumn;
 					char	   *cmode;
+					char	   *cform;
 
 					child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
 					/* DETACH dropped the cloned guard: the data keeps its protection. */
 					if (OidIsValid(child) &&
-						fence_registry_lookup(fns, child, &ccolumn, &cmode))
-						protect_and_record(fns, child, ccolumn, cmode, "detach",
+						fence_registry_lookup(fns, child, &ccolumn, &cmode, &cform))
+						protect_and_record(fns, child, ccolumn, cmode, cform, "detach",
 										   psprintf("DETACH PARTITION from %s",
 													fence_rel_query_name(relid)));
 				}
@@ -911,10 +1016,11 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 					Oid			parent = rangevar_relid((RangeVar *) cmd->def);
 					char	   *pcolumn;
 					char	   *pmode;
+					char	   *pform;
 
 					if (OidIsValid(parent) &&
-						fence_registry_lookup(fns, parent, &pcolumn, &pmode))
-						protect_and_record(fns, relid, pcolumn, pmode, "attach",
+						fence_registry_lookup(fns, parent, &pcolumn, &pmode, &pform))
+						protect_and_record(fns, relid, pcolumn, pmode, pform, "attach",
 										   psprintf("INHERIT %s",
 													fence_rel_query_name(parent)));
 				}
@@ -934,7 +1040,10 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
  * The canonical CREATE TRIGGER of the guard protects its table's tree, as
  * fence_protect() would: registry rows, a guard for each legacy child, a
  * TRUNCATE refusal for every member (check_create_trigger explains how a
- * restore's own CREATE TRIGGERs of those then take their place).
+ * restore's own CREATE TRIGGERs of those then take their place).  A guard
+ * for INSERT OR DELETE only is the after form's, which gets its
+ * zz_fence_guard_update the same way.  That trigger's WHEN clause is
+ * compared here, now that it is stored: another one is refused.
  */
 static void
 end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
@@ -943,18 +1052,39 @@ end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	Oid			fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
 	const char *column = "writer_epoch";
 	const char *mode = "strict";
+	const char *form;
+
+	if (!OidIsValid(relid) || !OidIsValid(fnoid) ||
+		(fnoid != fns->guard_fn && fnoid != fns->guard_after_fn))
+		return;
+	if (fnoid == fns->guard_after_fn)
+	{
+		if (trigger_is_canonical(fns, stmt, fnoid, relid) &&
+			!fence_after_when_is_canonical(fns, relid, stmt->trigname))
+			refuse_with(fns, relid, "CREATE TRIGGER",
+						psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
+								 stmt->trigname, get_func_name(fnoid),
+								 fence_rel_display_name(relid)),
+						"Its WHEN clause is not the one fence_protect(..., form => 'after') creates, "
+						"NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode') "
+						"with the trigger's column and mode.");
+		return;
+	}
 
 	/* A declared odd trigger of fence's function protects nothing. */
-	if (!OidIsValid(relid) || fnoid != fns->guard_fn ||
-		!trigger_is_canonical(fns, stmt, fnoid, relid))
+	if (!trigger_is_canonical(fns, stmt, fnoid, relid))
 		return;
 	if (list_length(stmt->args) >= 1)
 		column = strVal(linitial(stmt->args));
 	if (list_length(stmt->args) >= 2)
 		mode = strVal(lsecond(stmt->args));
-	fence_protect_tree(fns, relid, column, mode);
+	form = (stmt->events & TRIGGER_TYPE_UPDATE) ? "before" : "after";
+	fence_protect_tree(fns, relid, column, mode, form);
 	fence_heal_triggers(fns, relid);
 	fence_audit(fns, "protect", relid, NULL,
+				fence_form_is_after(form) ?
+				psprintf("CREATE TRIGGER %s (%s, %s), form after", FENCE_GUARD_TRIGGER,
+						 quote_literal_cstr(column), quote_literal_cstr(mode)) :
 				psprintf("CREATE TRIGGER %s (%s, %s)", FENCE_GUARD_TRIGGER,
 						 quote_literal_cstr(column), quote_literal_cstr(mode)),
 				NULL);
@@ -970,7 +1100,7 @@ end_rename(FenceTriggerFns *fns, const char *command)
 	{
 		Oid			relid = lfirst_oid(lc);
 
-		if (fence_registry_lookup(fns, relid, NULL, NULL))
+		if (fence_registry_lookup(fns, relid, NULL, NULL, NULL))
 			fence_audit(fns, "rename", relid, NULL, command, NULL);
 	}
 }
@@ -1096,7 +1226,7 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 	{
 		Oid			relid = list_nth_oid(relids, j);
 
-		if (fence_registry_lookup(&fns, relid, NULL, NULL))
+		if (fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
 		{
 			fence_registry_forget(&fns, relid);
 			fence_audit(&fns, "drop", InvalidOid, (char *) list_nth(names, j),
@@ -1134,7 +1264,7 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 	if ((reason & AT_REWRITE_COLUMN_REWRITE) == 0)
 		PG_RETURN_VOID();
 	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	if (fence_registry_lookup(&fns, relid, NULL, NULL))
+	if (fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
 		refuse(&fns, relid, "ALTER COLUMN ... TYPE that rewrites the table",
 			   "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
 	PG_RETURN_VOID();
@@ -1168,7 +1298,7 @@ fence_allow_ddl(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
-	if (!fence_registry_lookup(&fns, relid, NULL, NULL))
+	if (!fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",
@@ -1182,4 +1312,24 @@ fence_allow_ddl(PG_FUNCTION_ARGS)
 				 errmsg("fence_allow_ddl outside a transaction block declares DDL for this statement only"),
 				 errhint("Call fence_allow_ddl after BEGIN, in the transaction that runs the DDL.")));
 	PG_RETURN_VOID();
+}
+
+/*
+ * fence_after_when_is_canonical(tbl regclass, trigger_name name) returns bool
+ *
+ * For fence_audit: is the WHEN clause of the table's trigger of that name
+ * the after form's, for the trigger's own column and mode?  False when the
+ * table has no such trigger.
+ */
+Datum
+fence_after_when_is_canonical_sql(PG_FUNCTION_ARGS)
+{
+	FenceTriggerFns fns;
+	Oid			relid = PG_GETARG_OID(0);
+
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		PG_RETURN_BOOL(false);
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	PG_RETURN_BOOL(fence_after_when_is_canonical(&fns, relid,
+												 NameStr(*PG_GETARG_NAME(1))));
 }

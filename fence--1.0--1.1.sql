@@ -31,16 +31,47 @@ ALTER EVENT TRIGGER fence_ddl_command_end ENABLE ALWAYS;
 
 --
 -- fence_protect() moves into C, where it shares the TRUNCATE coverage of a
--- partition tree with the event trigger.  Same signature, defaults and
--- errors; it still runs as the caller, so only a table's owner can
--- protect it.
+-- partition tree with the event trigger.  Same defaults and errors, and a
+-- fourth argument, the guard's form: 'before' (the guard, as in 1.0) or
+-- 'after' (UPDATEs checked in the WHEN clause of an AFTER trigger, see
+-- guard.c).  A new argument makes a new function: the old one is dropped,
+-- or a call with the defaults would match both.  It still runs as the
+-- caller, so only a table's owner can protect it.
 --
-CREATE OR REPLACE FUNCTION fence_protect(tbl pg_catalog.regclass,
-										 epoch_column pg_catalog.name DEFAULT 'writer_epoch',
-										 mode pg_catalog.text DEFAULT 'strict')
+DROP FUNCTION fence_protect(pg_catalog.regclass, pg_catalog.name, pg_catalog.text);
+CREATE FUNCTION fence_protect(tbl pg_catalog.regclass,
+							  epoch_column pg_catalog.name DEFAULT 'writer_epoch',
+							  mode pg_catalog.text DEFAULT 'strict',
+							  form pg_catalog.text DEFAULT 'before')
 RETURNS pg_catalog.void
 AS 'MODULE_PATHNAME', 'fence_protect'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+--
+-- The after form's two functions (guard.c).  fence_update_allowed() is the
+-- WHEN clause of zz_fence_guard_update: it makes the guard's checks on the
+-- epoch as written and as it was, and raises the guard's error when they
+-- fail, so it returns true or nothing.  fence_guard_after() is the
+-- trigger's body, the same check made again should the trigger ever fire.
+--
+CREATE FUNCTION fence_update_allowed(new_epoch pg_catalog.int8, old_epoch pg_catalog.int8,
+									 tbl pg_catalog.oid, epoch_column pg_catalog.name,
+									 mode pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'fence_update_allowed'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+CREATE FUNCTION fence_guard_after()
+RETURNS trigger
+AS 'MODULE_PATHNAME', 'fence_guard_after'
+LANGUAGE C;
+
+-- For fence_audit: is the after form's WHEN clause the one fence creates?
+CREATE FUNCTION fence_after_when_is_canonical(tbl pg_catalog.regclass,
+											  trigger_name pg_catalog.name)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'fence_after_when_is_canonical_sql'
+LANGUAGE C STABLE STRICT PARALLEL SAFE;
 
 --
 -- The registry of protected relations.  A relation is protected because it
@@ -57,9 +88,12 @@ CREATE TABLE fence_protected (
 	relation pg_catalog.regclass NOT NULL,
 	epoch_column pg_catalog.name NOT NULL,
 	mode pg_catalog.text NOT NULL,
+	form pg_catalog.text NOT NULL DEFAULT 'before',
 	CONSTRAINT fence_protected_pkey PRIMARY KEY (relation),
 	CONSTRAINT fence_protected_mode_check
-		CHECK (mode OPERATOR(pg_catalog.=) ANY (ARRAY['strict', 'repeat', 'shared']))
+		CHECK (mode OPERATOR(pg_catalog.=) ANY (ARRAY['strict', 'repeat', 'shared'])),
+	CONSTRAINT fence_protected_form_check
+		CHECK (form OPERATOR(pg_catalog.=) ANY (ARRAY['before', 'after']))
 );
 REVOKE ALL ON fence_protected FROM PUBLIC;
 GRANT SELECT ON fence_protected TO PUBLIC;
@@ -217,8 +251,10 @@ REVOKE ALL ON FUNCTION fence_renew_any(pg_catalog.text, pg_catalog.interval) FRO
 --    the canonical one (name, BEFORE ... FOR EACH ROW INSERT OR UPDATE OR
 --    DELETE or BEFORE TRUNCATE FOR EACH STATEMENT, no WHEN clause, no column
 --    list, arguments: an existing bigint column and a mode, equal to the
---    registry row's, defaults writer_epoch and strict); one that is not
---    ENABLE ALWAYS;
+--    registry row's, defaults writer_epoch and strict; in the after form,
+--    the guard is BEFORE INSERT OR DELETE, and zz_fence_guard_update AFTER
+--    UPDATE FOR EACH ROW with the WHEN clause fence creates, compared as
+--    a stored expression); one that is not ENABLE ALWAYS;
 --  - a BEFORE ROW trigger that sorts after the guard (by name, as the
 --    guard compares) and may fire: not disabled (an ENABLE or ENABLE
 --    REPLICA trigger fires in some sessions);
@@ -262,6 +298,7 @@ AS $$
 DECLARE
 	guard_fn pg_catalog.oid := pg_catalog.to_regprocedure('@extschema@.fence_guard()');
 	truncate_fn pg_catalog.oid := pg_catalog.to_regprocedure('@extschema@.fence_refuse_truncate()');
+	after_fn pg_catalog.oid := pg_catalog.to_regprocedure('@extschema@.fence_guard_after()');
 	harmless pg_catalog.oid[] := ARRAY[
 		pg_catalog.to_regprocedure('pg_catalog.suppress_redundant_updates_trigger()'),
 		pg_catalog.to_regprocedure('pg_catalog.tsvector_update_trigger()'),
@@ -304,6 +341,12 @@ BEGIN
 							  CASE WHEN guard_fn IS NULL THEN 'fence_guard' ELSE 'fence_refuse_truncate' END),
 			pg_catalog.format('As a superuser, create @extschema@.%1$s() again as fence''s install script does, add it back with ALTER EXTENSION fence ADD FUNCTION @extschema@.%1$s(), and protect the tables again.',
 							  CASE WHEN guard_fn IS NULL THEN 'fence_guard' ELSE 'fence_refuse_truncate' END);
+	END IF;
+	IF after_fn IS NULL AND EXISTS (SELECT FROM @extschema@.fence_protected p
+									 WHERE p.form OPERATOR(pg_catalog.=) 'after') THEN
+		RETURN QUERY SELECT 'error'::pg_catalog.text, NULL::pg_catalog.regclass,
+			'fence''s trigger function fence_guard_after() is missing: tables protected in the after form do not check UPDATEs'::pg_catalog.text,
+			'As a superuser, create @extschema@.fence_guard_after() again as fence''s update script does, add it back with ALTER EXTENSION fence ADD FUNCTION @extschema@.fence_guard_after(), and protect the tables again.'::pg_catalog.text;
 	END IF;
 
 	--
@@ -432,28 +475,32 @@ BEGIN
 
 	FOR m IN
 		WITH RECURSIVE reg AS (
-			SELECT p.relation::pg_catalog.oid AS relid, p.epoch_column::pg_catalog.text AS col, p.mode
+			SELECT p.relation::pg_catalog.oid AS relid, p.epoch_column::pg_catalog.text AS col, p.mode, p.form
 			  FROM @extschema@.fence_protected p
 			 WHERE p.relation::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (members)),
-		tree(relid, col, mode, top, depth, registered) AS (
-			SELECT r.relid, r.col, r.mode, r.relid, 0, true FROM reg r
+		tree(relid, col, mode, form, top, depth, registered) AS (
+			SELECT r.relid, r.col, r.mode, r.form, r.relid, 0, true FROM reg r
 			UNION ALL
 			SELECT i.inhrelid, COALESCE(own.col, t.col), COALESCE(own.mode, t.mode),
+				   COALESCE(own.form, t.form),
 				   t.top, t.depth OPERATOR(pg_catalog.+) 1, own.relid IS NOT NULL
 			  FROM tree t
 			  JOIN pg_catalog.pg_inherits i ON i.inhparent OPERATOR(pg_catalog.=) t.relid
 			  LEFT JOIN reg own ON own.relid OPERATOR(pg_catalog.=) i.inhrelid)
 		SELECT DISTINCT ON (t.relid)
-			   t.relid::pg_catalog.regclass AS rel, t.col, t.mode, t.registered,
+			   t.relid::pg_catalog.regclass AS rel, t.col, t.mode, t.form, t.registered,
 			   t.top::pg_catalog.regclass AS top, tr.col AS topcol, tr.mode AS topmode,
+			   tr.form AS topform,
 			   c.relkind, c.relowner, c.relacl, c.relpersistence, c.relnamespace
 		  FROM tree t
 		  JOIN reg tr ON tr.relid OPERATOR(pg_catalog.=) t.top
 		  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) t.relid
 		 ORDER BY t.relid, t.depth DESC, t.top
 	LOOP
-		protect_fix := pg_catalog.format('Run SELECT fence_protect(%L, %L, %L) again.',
-										 m.top::pg_catalog.text, m.topcol, m.topmode);
+		protect_fix := pg_catalog.format('Run SELECT fence_protect(%L, %L, %L%s) again.',
+										 m.top::pg_catalog.text, m.topcol, m.topmode,
+										 CASE WHEN m.topform OPERATOR(pg_catalog.=) 'after'
+											  THEN ', form => ''after''' ELSE '' END);
 
 		IF NOT m.registered THEN
 			RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
@@ -479,21 +526,26 @@ BEGIN
 								   AND pt.tgrelid OPERATOR(pg_catalog.=) ANY (members))) AS cloned
 			  FROM pg_catalog.pg_trigger t
 			 WHERE t.tgrelid OPERATOR(pg_catalog.=) m.rel
-			   AND (t.tgfoid OPERATOR(pg_catalog.=) ANY (ARRAY[guard_fn, truncate_fn])
-					OR t.tgname OPERATOR(pg_catalog.=) ANY (ARRAY['zz_fence_guard', 'zz_fence_truncate']::pg_catalog.name[]))
+			   AND (t.tgfoid OPERATOR(pg_catalog.=) ANY (ARRAY[guard_fn, truncate_fn, after_fn])
+					OR t.tgname OPERATOR(pg_catalog.=) ANY (ARRAY['zz_fence_guard', 'zz_fence_truncate', 'zz_fence_guard_update']::pg_catalog.name[]))
 			 ORDER BY t.tgname
 		LOOP
-			drop_fix := pg_catalog.format('Drop trigger %I on %s in a transaction that first calls fence_allow_ddl(%L, ''why''), then run SELECT fence_protect(%L, %L, %L) again.',
+			drop_fix := pg_catalog.format('Drop trigger %I on %s in a transaction that first calls fence_allow_ddl(%L, ''why''), then run SELECT fence_protect(%L, %L, %L%s) again.',
 										  tg.tgname, m.rel, m.rel::pg_catalog.text,
-										  m.top::pg_catalog.text, m.topcol, m.topmode);
-			IF tg.tgfoid IS DISTINCT FROM guard_fn AND tg.tgfoid IS DISTINCT FROM truncate_fn THEN
+										  m.top::pg_catalog.text, m.topcol, m.topmode,
+										  CASE WHEN m.topform OPERATOR(pg_catalog.=) 'after'
+											   THEN ', form => ''after''' ELSE '' END);
+			IF tg.tgfoid IS DISTINCT FROM guard_fn AND tg.tgfoid IS DISTINCT FROM truncate_fn
+			   AND tg.tgfoid IS DISTINCT FROM after_fn THEN
 				-- fence's name, another function
 				IF NOT tg.cloned THEN
 					RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
 						pg_catalog.format('trigger "%s" calls %s, not fence''s %s: %s',
 										  tg.tgname, tg.tgfoid::pg_catalog.regprocedure,
-										  CASE WHEN tg.is_guard THEN 'fence_guard()' ELSE 'fence_refuse_truncate()' END,
-										  CASE WHEN tg.is_guard THEN 'writes are not checked'
+										  CASE WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_update' THEN 'fence_guard_after()'
+											   WHEN tg.is_guard THEN 'fence_guard()' ELSE 'fence_refuse_truncate()' END,
+										  CASE WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_update' THEN 'UPDATEs are not checked'
+											   WHEN tg.is_guard THEN 'writes are not checked'
 											   ELSE 'TRUNCATE is not refused' END),
 						drop_fix;
 				END IF;
@@ -530,8 +582,10 @@ BEGIN
 														 argcol, argmode, m.col, m.mode) END
 					WHEN tg.tgname OPERATOR(pg_catalog.<>) 'zz_fence_guard'
 						THEN 'its name is not zz_fence_guard, so it does not fire last'
-					-- ROW | BEFORE | INSERT | DELETE | UPDATE
-					WHEN tg.tgtype OPERATOR(pg_catalog.<>) 31
+					-- ROW | BEFORE | INSERT | DELETE | UPDATE; the after form's, no UPDATE
+					WHEN m.form OPERATOR(pg_catalog.=) 'after' AND tg.tgtype OPERATOR(pg_catalog.<>) 15
+						THEN 'it is not BEFORE INSERT OR DELETE FOR EACH ROW, as the after form''s guard is'
+					WHEN m.form OPERATOR(pg_catalog.<>) 'after' AND tg.tgtype OPERATOR(pg_catalog.<>) 31
 						THEN 'it is not BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW'
 					WHEN tg.tgqual IS NOT NULL
 						THEN 'it has a WHEN clause'
@@ -613,6 +667,49 @@ BEGIN
 						END IF;
 					END LOOP;
 				END IF;
+			ELSIF tg.tgfoid OPERATOR(pg_catalog.=) after_fn THEN
+				-- the after form's UPDATE check
+				argcol := COALESCE(args[1], 'writer_epoch');
+				argmode := COALESCE(args[2], 'strict');
+				why := CASE
+					WHEN tg.cloned
+						THEN CASE WHEN argcol OPERATOR(pg_catalog.<>) m.col OR argmode OPERATOR(pg_catalog.<>) m.mode
+								  THEN pg_catalog.format('its arguments (%L, %L) are not fence_protected''s (%L, %L)',
+														 argcol, argmode, m.col, m.mode) END
+					WHEN m.form OPERATOR(pg_catalog.<>) 'after'
+						THEN 'the table is protected in the before form, which has no such trigger'
+					WHEN tg.tgname OPERATOR(pg_catalog.<>) 'zz_fence_guard_update'
+						THEN 'its name is not zz_fence_guard_update'
+					-- ROW | UPDATE, AFTER
+					WHEN tg.tgtype OPERATOR(pg_catalog.<>) 17
+						THEN 'it is not AFTER UPDATE FOR EACH ROW'
+					WHEN pg_catalog.cardinality(tg.tgattr::pg_catalog.int2[]) OPERATOR(pg_catalog.>) 0
+						THEN 'it has an UPDATE OF column list'
+					WHEN tg.tgconstraint OPERATOR(pg_catalog.<>) 0
+						THEN 'it is a constraint trigger'
+					WHEN tg.tgnargs OPERATOR(pg_catalog.>) 2
+						THEN 'it has more than two arguments'
+					WHEN argcol OPERATOR(pg_catalog.<>) m.col OR argmode OPERATOR(pg_catalog.<>) m.mode
+						THEN pg_catalog.format('its arguments (%L, %L) are not fence_protected''s (%L, %L)',
+											   argcol, argmode, m.col, m.mode)
+					WHEN NOT @extschema@.fence_after_when_is_canonical(m.rel, tg.tgname)
+						THEN 'its WHEN clause is not NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, ''col'', ''mode'') for its own column and mode'
+				END;
+				IF why IS NOT NULL THEN
+					RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
+						pg_catalog.format('fence guard "%s" is not the one fence_protect creates: %s', tg.tgname, why),
+						CASE WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_update' THEN protect_fix
+							 ELSE drop_fix END;
+				END IF;
+				IF tg.tgenabled OPERATOR(pg_catalog.<>) 'A' THEN
+					RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
+						CASE tg.tgenabled
+							WHEN 'D' THEN pg_catalog.format('fence guard "%s" is disabled: UPDATEs are not checked', tg.tgname)
+							WHEN 'O' THEN pg_catalog.format('fence guard "%s" is ENABLE, not ENABLE ALWAYS: every UPDATE fails with 39P01, and with session_replication_role = replica UPDATEs are not checked', tg.tgname)
+							ELSE pg_catalog.format('fence guard "%s" is ENABLE REPLICA: UPDATEs are not checked except with session_replication_role = replica', tg.tgname)
+						END,
+						CASE WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_update' THEN protect_fix ELSE drop_fix END;
+				END IF;
 			ELSE
 				-- fence_refuse_truncate
 				why := CASE
@@ -653,6 +750,18 @@ BEGIN
 			RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
 				'no fence guard (zz_fence_guard): writes are not checked'::pg_catalog.text,
 				protect_fix;
+		END IF;
+		IF m.form OPERATOR(pg_catalog.=) 'after' THEN
+			SELECT pg_catalog.bool_or(t.tgfoid OPERATOR(pg_catalog.=) after_fn),
+				   pg_catalog.bool_or(t.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_update')
+			  INTO found_fn, found_name
+			  FROM pg_catalog.pg_trigger t
+			 WHERE t.tgrelid OPERATOR(pg_catalog.=) m.rel;
+			IF NOT COALESCE(found_fn, false) AND NOT COALESCE(found_name, false) THEN
+				RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
+					'no UPDATE check of the after form (zz_fence_guard_update): UPDATEs are not checked'::pg_catalog.text,
+					protect_fix;
+			END IF;
 		END IF;
 		SELECT pg_catalog.bool_or(t.tgfoid OPERATOR(pg_catalog.=) truncate_fn),
 			   pg_catalog.bool_or(t.tgname OPERATOR(pg_catalog.=) 'zz_fence_truncate')

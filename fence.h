@@ -68,6 +68,7 @@ extern int	fence_refused(int sqlerrcode);
 
 /* The names fence gives its triggers: "zz_" sorts, and so fires, last. */
 #define FENCE_GUARD_TRIGGER		"zz_fence_guard"
+#define FENCE_GUARD_UPDATE_TRIGGER	"zz_fence_guard_update"
 #define FENCE_TRUNCATE_TRIGGER	"zz_fence_truncate"
 
 /* The hint every fenced write carries. */
@@ -179,6 +180,7 @@ typedef struct FenceTriggerFns
 	char	   *nspname;
 	Oid			guard_fn;		/* fence_guard() */
 	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
+	Oid			guard_after_fn; /* fence_guard_after(), or InvalidOid (1.0) */
 } FenceTriggerFns;
 
 /* protect.c */
@@ -195,15 +197,22 @@ extern int	fence_spi_as_owner(FenceTriggerFns *fns, const char *table,
 							   const char *sql, int nargs,
 							   const char *const *args);
 extern bool fence_registry_lookup(FenceTriggerFns *fns, Oid relid,
-								  char **column, char **mode);
+								  char **column, char **mode, char **form);
 extern bool fence_registry_any(FenceTriggerFns *fns);
 extern void fence_registry_forget(FenceTriggerFns *fns, Oid relid);
 extern void fence_protect_tree(FenceTriggerFns *fns, Oid relid,
-							   const char *column, const char *mode);
+							   const char *column, const char *mode,
+							   const char *form);
+extern bool fence_form_is_after(const char *form);
+extern char *fence_after_when_clause(FenceTriggerFns *fns, const char *column,
+									 const char *mode);
+extern void fence_drop_guards(FenceTriggerFns *fns, Oid relid);
 extern void fence_heal_triggers(FenceTriggerFns *fns, Oid relid);
 
 /* ddl.c */
 extern bool fence_allow_ddl_setting;
+extern bool fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid,
+										  const char *tgname);
 
 /* audit.c */
 extern void fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,

@@ -43,6 +43,7 @@
 #include "fence.h"
 
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/sysattr.h"
 #include "catalog/partition.h"
 #include "catalog/pg_subscription.h"
@@ -55,6 +56,7 @@
 #include "replication/logicalworker.h"
 #include "replication/origin.h"
 #include "replication/worker_internal.h"
+#include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -62,6 +64,8 @@
 
 PG_FUNCTION_INFO_V1(fence_guard);
 PG_FUNCTION_INFO_V1(fence_refuse_truncate);
+PG_FUNCTION_INFO_V1(fence_update_allowed);
+PG_FUNCTION_INFO_V1(fence_guard_after);
 
 typedef enum FenceMode
 {
@@ -183,6 +187,24 @@ guard_check_fires_last(TriggerData *trigdata)
 	}
 }
 
+/* A mode by its name. */
+static FenceMode
+guard_parse_mode(const char *modename)
+{
+	if (strcmp(modename, "strict") == 0)
+		return FENCE_MODE_STRICT;
+	if (strcmp(modename, "repeat") == 0)
+		return FENCE_MODE_REPEAT;
+	if (strcmp(modename, "shared") == 0)
+		return FENCE_MODE_SHARED;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unrecognized fence mode \"%.*s\"",
+					pg_mbcliplen(modename, strlen(modename), 64), modename),
+			 errhint("The mode is one of strict, repeat or shared.")));
+	return FENCE_MODE_STRICT;	/* keep compiler quiet */
+}
+
 /*
  * Work out the trigger's arguments for this statement: the epoch column
  * (default writer_epoch, a bigint) and the mode (default strict).
@@ -225,18 +247,7 @@ guard_config(FunctionCallInfo fcinfo)
 							colname, RelationGetRelationName(rel))));
 
 		cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
-		if (strcmp(modename, "strict") == 0)
-			cfg->mode = FENCE_MODE_STRICT;
-		else if (strcmp(modename, "repeat") == 0)
-			cfg->mode = FENCE_MODE_REPEAT;
-		else if (strcmp(modename, "shared") == 0)
-			cfg->mode = FENCE_MODE_SHARED;
-		else
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("unrecognized fence mode \"%.*s\"",
-							pg_mbcliplen(modename, strlen(modename), 64), modename),
-					 errhint("The mode is one of strict, repeat or shared.")));
+		cfg->mode = guard_parse_mode(modename);
 		cfg->tgoid = trigger->tgoid;
 		cfg->attnum = (AttrNumber) attnum;
 		fcinfo->flinfo->fn_extra = cfg;
@@ -257,7 +268,7 @@ guard_config(FunctionCallInfo fcinfo)
 				 errhint("Run fence_protect() on the table again.")));
 
 	ev = guard_event_index(trigdata->tg_event);
-	if (!cfg->order_checked[ev])
+	if (TRIGGER_FIRED_BEFORE(trigdata->tg_event) && !cfg->order_checked[ev])
 	{
 		guard_check_fires_last(trigdata);
 		cfg->order_checked[ev] = true;
@@ -316,24 +327,24 @@ guard_subscribed(Oid relid, Oid subid, Oid syncrelid)
  * a session with a replication origin set up (pg_replication_origin_session_setup,
  * superuser or an explicit grant; pglogical's apply worker writes this way).
  * Never a session that merely sets session_replication_role: any role may
- * do that for itself.  Only the write the worker itself makes, at trigger
- * depth 1: a trigger firing in the worker that writes another protected
+ * do that for itself.  Only the write the worker itself makes, seen at
+ * trigger depth depth (1 in a row trigger, 0 in a WHEN clause): a trigger firing in the worker that writes another protected
  * table is guarded like any other writer.  A built-in worker's write must
  * also be to a table of its subscription (the table-sync worker's own table
  * during the initial copy), or a partition of one.
  */
 static bool
-guard_applying_replicated(Relation rel)
+guard_applying_replicated(Oid relid, int depth)
 {
 	bool		builtin = IsLogicalWorker();
 
 	if (!builtin && replorigin_session_origin == InvalidRepOriginId)
 		return false;
-	if (guard_trigger_depth() != 1)
+	if (guard_trigger_depth() != depth)
 		return false;
 	if (!builtin)
 		return true;
-	return guard_subscribed(RelationGetRelid(rel), MySubscription->oid,
+	return guard_subscribed(relid, MySubscription->oid,
 							am_tablesync_worker() ? MyLogicalRepWorker->relid : InvalidOid);
 }
 
@@ -444,6 +455,9 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 				(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),
 				 errmsg("write to \"%s\" carries no fencing token",
 						RelationGetRelationName(trigdata->tg_relation)),
+				 TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) &&
+				 !TRIGGER_FOR_UPDATE(trigdata->tg_trigger->tgtype) ?
+				 errdetail("The table is protected by fence in the after form: a DELETE, like an UPDATE moving a row to another partition (which deletes it from the old one), carries a token only through fence_begin, and none is bound to the transaction.") :
 				 errdetail("The table is protected by fence; the statement does not set column \"%s\" and no token is bound to the transaction.",
 						   guard_column_name(trigdata, cfg)),
 				 errhint("Call fence_begin(job, token) first, in the same transaction block (outside one, its binding ends with its own statement), or write the job's token into column \"%s\".",
@@ -462,14 +476,27 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 }
 
 /*
+ * The relation's name, for messages.  The after form's WHEN clause is also
+ * evaluated for the partitioned table of an UPDATE that moves a row to
+ * another partition, with no tableoid in its NEW row.
+ */
+static const char *
+guard_rel_name(Oid relid)
+{
+	const char *name = OidIsValid(relid) ? get_rel_name(relid) : NULL;
+
+	return name ? name : "(a partitioned table)";
+}
+
+/*
  * Step 2: the arbiter.  Is the token its job's current claim, and does it
  * stay so?  Asked once per token per transaction (and catalog generation);
  * later rows find the answer in xact.c and compare one number.
  */
 static void
-guard_ask_arbiter(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardWrite *w)
+guard_ask_arbiter(Oid fn_oid, Oid relid, GuardWrite *w)
 {
-	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	FenceCatalog *cat = fence_catalog(fn_oid);
 	const char *minted_job;
 
 	/*
@@ -483,9 +510,9 @@ guard_ask_arbiter(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardWrite *w)
 				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
 				 minted_job ?
 				 errmsg("fencing token " INT64_FORMAT " of job \"%s\" was issued during the statement that writes \"%s\" with it",
-						w->token, minted_job, RelationGetRelationName(trigdata->tg_relation)) :
+						w->token, minted_job, guard_rel_name(relid)) :
 				 errmsg("fencing token " INT64_FORMAT " was issued during the statement that writes \"%s\" with it",
-						w->token, RelationGetRelationName(trigdata->tg_relation)),
+						w->token, guard_rel_name(relid)),
 				 errdetail("A token claimed while a statement runs, by a trigger for example, cannot vouch for that statement."),
 				 errhint("Claim the job in an earlier statement, then write with its token.")));
 
@@ -502,13 +529,47 @@ guard_ask_arbiter(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardWrite *w)
  * order; the arbiter alone keeps stale writers out).
  */
 static void
+guard_check_stored(Oid fn_oid, Oid relid, const char *colname,
+				   FenceMode mode, GuardWrite *w, int64 stored)
+{
+	int64		last_issued;
+
+	if (mode == FENCE_MODE_SHARED ||
+		(mode == FENCE_MODE_STRICT ? w->token > stored : w->token >= stored))
+		return;
+
+	/* An epoch no token of this counter wrote: a restore, or a copy. */
+	last_issued = fence_last_token_issued(fence_catalog(fn_oid));
+	if (stored > last_issued)
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_ROW_NEWER)),
+				 errmsg("row of \"%s\" holds epoch " INT64_FORMAT " from the future: fence has issued no token that high",
+						guard_rel_name(relid), stored),
+				 errdetail("Column \"%s\" holds " INT64_FORMAT "; the last token issued is " INT64_FORMAT ".",
+						   colname, stored, last_issued),
+				 errhint("After a restore, or rows copied from another database, a superuser runs SELECT fence_advance(); see doc/fence.md section 9.4.")));
+
+	ereport(ERROR,
+			(errcode(fence_refused(ERRCODE_FENCE_ROW_NEWER)),
+			 w->job ?
+			 errmsg("row of \"%s\" is newer than fencing token " INT64_FORMAT " of job \"%s\"",
+					guard_rel_name(relid), w->token, w->job) :
+			 errmsg("row of \"%s\" is newer than fresh fencing token " INT64_FORMAT,
+					guard_rel_name(relid), w->token),
+			 errdetail("Column \"%s\" holds " INT64_FORMAT "; in %s mode a write needs a token %s it.",
+					   colname, stored,
+					   mode == FENCE_MODE_STRICT ? "strict" : "repeat",
+					   mode == FENCE_MODE_STRICT ? "greater than" : "no lower than"),
+			 errhint(FENCE_STOP_HINT)));
+}
+
+/* Step 3 for a row the trigger fired for: its stored epoch, if any. */
+static void
 guard_check_row(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardConfig *cfg,
 				GuardWrite *w)
 {
-	int64		last_issued;
 	Datum		datum;
 	bool		isnull;
-	int64		stored;
 
 	if (w->oldtuple == NULL || cfg->mode == FENCE_MODE_SHARED)
 		return;
@@ -516,33 +577,10 @@ guard_check_row(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardConfig *cfg
 						 RelationGetDescr(trigdata->tg_relation), &isnull);
 	if (isnull)
 		return;
-	stored = DatumGetInt64(datum);
-	if (cfg->mode == FENCE_MODE_STRICT ? w->token > stored : w->token >= stored)
-		return;
-
-	/* An epoch no token of this counter wrote: a restore, or a copy. */
-	last_issued = fence_last_token_issued(fence_catalog(fcinfo->flinfo->fn_oid));
-	if (stored > last_issued)
-		ereport(ERROR,
-				(errcode(fence_refused(ERRCODE_FENCE_ROW_NEWER)),
-				 errmsg("row of \"%s\" holds epoch " INT64_FORMAT " from the future: fence has issued no token that high",
-						RelationGetRelationName(trigdata->tg_relation), stored),
-				 errdetail("Column \"%s\" holds " INT64_FORMAT "; the last token issued is " INT64_FORMAT ".",
-						   guard_column_name(trigdata, cfg), stored, last_issued),
-				 errhint("After a restore, or rows copied from another database, a superuser runs SELECT fence_advance(); see doc/fence.md section 9.4.")));
-
-	ereport(ERROR,
-			(errcode(fence_refused(ERRCODE_FENCE_ROW_NEWER)),
-			 w->job ?
-			 errmsg("row of \"%s\" is newer than fencing token " INT64_FORMAT " of job \"%s\"",
-					RelationGetRelationName(trigdata->tg_relation), w->token, w->job) :
-			 errmsg("row of \"%s\" is newer than fresh fencing token " INT64_FORMAT,
-					RelationGetRelationName(trigdata->tg_relation), w->token),
-			 errdetail("Column \"%s\" holds " INT64_FORMAT "; in %s mode a write needs a token %s it.",
-					   guard_column_name(trigdata, cfg), stored,
-					   cfg->mode == FENCE_MODE_STRICT ? "strict" : "repeat",
-					   cfg->mode == FENCE_MODE_STRICT ? "greater than" : "no lower than"),
-			 errhint(FENCE_STOP_HINT)));
+	guard_check_stored(fcinfo->flinfo->fn_oid,
+					   RelationGetRelid(trigdata->tg_relation),
+					   guard_column_name(trigdata, cfg), cfg->mode, w,
+					   DatumGetInt64(datum));
 }
 
 /*
@@ -577,15 +615,261 @@ fence_guard(PG_FUNCTION_ARGS)
 	GuardWrite	w;				/* this row's write */
 
 	guard_check_trigger(fcinfo);
-	if (guard_applying_replicated(trigdata->tg_relation))
+	if (guard_applying_replicated(RelationGetRelid(trigdata->tg_relation), 1))
 		return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 							   trigdata->tg_newtuple : trigdata->tg_trigtuple);
 	cfg = guard_config(fcinfo);
 
 	guard_find_token(trigdata, cfg, &w);
-	guard_ask_arbiter(trigdata, fcinfo, &w);
+	guard_ask_arbiter(fcinfo->flinfo->fn_oid,
+					  RelationGetRelid(trigdata->tg_relation), &w);
 	guard_check_row(trigdata, fcinfo, cfg, &w);
 	return PointerGetDatum(guard_stamp(trigdata, cfg, &w));
+}
+
+/*
+ * The after form (fence_protect(..., form => 'after')).
+ *
+ * A BEFORE ROW UPDATE trigger, any at all, costs a row lock: trigger.c's
+ * GetTupleForTrigger locks the old row (one XLOG_HEAP_LOCK record per row)
+ * before the trigger or its WHEN clause runs.  An AFTER ROW trigger reads
+ * the old row without one, and trigger.c evaluates its WHEN clause as the
+ * row is written (AfterTriggerSaveEvent), queueing nothing when it is
+ * false.  So the after form checks UPDATEs in the WHEN clause of an AFTER
+ * UPDATE trigger, zz_fence_guard_update:
+ *
+ *	WHEN (NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode'))
+ *	EXECUTE FUNCTION fence_guard_after('col', 'mode')
+ *
+ * fence_update_allowed() makes the guard's checks on the values as
+ * written and raises the 5F error itself, at the row, so the WHEN clause
+ * is false for every write it lets through and the trigger never fires.
+ * fence_guard_after(), the body, makes the same check again if it ever
+ * does fire (its WHEN clause removed by declared DDL, say).  INSERT and
+ * DELETE stay with zz_fence_guard, BEFORE INSERT OR DELETE: an INSERT
+ * locks nothing anyway, and keeps its stamping.
+ *
+ * What the WHEN clause cannot see is which columns the SET list assigned:
+ * an UPDATE that leaves the epoch alone looks like one that assigns it the
+ * value it holds.  So the after form does not stamp, and reads an
+ * unchanged epoch as no token at all (5F003): the statement writes its
+ * token into the epoch column; under fence_begin, that token.  The only
+ * write this refuses that the BEFORE guard lets through is one that
+ * carries, as its statement's token, the very token the row holds (a
+ * repeat-mode or shared-mode write again by the same execution): under
+ * fence_begin it passes.  A row moving to another partition is deleted
+ * and inserted before any AFTER UPDATE trigger could see it: its DELETE
+ * half finds no token unless one is bound.
+ */
+
+/* Per-statement facts about one after-form check, kept in fn_extra. */
+typedef struct AfterCheckConfig
+{
+	Oid			relid;			/* the relation this was worked out for */
+	FenceMode	mode;
+	char		modename[8];
+} AfterCheckConfig;
+
+#define AFTER_HINT \
+	"Attach the guard with fence_protect(..., form => 'after'), which creates it AFTER UPDATE FOR EACH ROW."
+
+/*
+ * Fail closed while the relation's after-form trigger is not ENABLE
+ * ALWAYS, as guard_config does for the guard.  (Called directly, with no
+ * such trigger, the function only answers.)
+ */
+static void
+guard_after_check_enabled(Oid fn_oid, Oid relid)
+{
+	Oid			body_fn = fence_find_function(get_func_namespace(fn_oid),
+											  "fence_guard_after", 0, NULL);
+	Relation	rel = relation_open(relid, AccessShareLock);
+	TriggerDesc *trigdesc = rel->trigdesc;
+	int			i;
+
+	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
+	{
+		Trigger    *trigger = &trigdesc->triggers[i];
+
+		if (trigger->tgfoid == body_fn && trigger->tgenabled != TRIGGER_FIRES_ALWAYS)
+			ereport(ERROR,
+					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+					 errmsg("fence guard \"%s\" on table \"%s\" is not enabled ALWAYS",
+							trigger->tgname, RelationGetRelationName(rel)),
+					 errdetail("Under session_replication_role = replica it would not fire."),
+					 errhint("Run fence_protect() on the table again.")));
+	}
+	relation_close(rel, AccessShareLock);
+}
+
+/*
+ * The after form's check of one UPDATE, from the epoch as written and as
+ * it was: steps 1 to 3 of the guard, raising the same errors.
+ */
+static void
+guard_check_update(Oid fn_oid, Oid relid, const char *colname, FenceMode mode,
+				   bool new_isnull, int64 new_epoch, bool old_isnull, int64 old_epoch)
+{
+	GuardWrite	w;
+	bool		unchanged = new_isnull ? old_isnull :
+		(!old_isnull && new_epoch == old_epoch);
+
+	memset(&w, 0, sizeof(w));
+	w.bound_token = fence_xact_bound_token(&w.bound_job);
+
+	/* Step 1, without stamping: the epoch as written is the token. */
+	if (w.bound_token != 0 && unchanged &&
+		(new_isnull || new_epoch != w.bound_token))
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),
+				 errmsg("write to \"%s\" does not write its fencing token into column \"%s\"",
+						guard_rel_name(relid), colname),
+				 new_isnull ?
+				 errdetail("The table's guard is the after form, which checks the row as written and does not stamp it; the row keeps NULL, and the transaction is bound to token " INT64_FORMAT ".",
+						   w.bound_token) :
+				 errdetail("The table's guard is the after form, which checks the row as written and does not stamp it; the row keeps " INT64_FORMAT ", and the transaction is bound to token " INT64_FORMAT ".",
+						   new_epoch, w.bound_token),
+				 errhint("Set the column in the statement: SET %s = " INT64_FORMAT ".",
+						 quote_identifier(colname), w.bound_token)));
+	if (w.bound_token != 0 && (new_isnull || new_epoch != w.bound_token))
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
+				 w.bound_job ?
+				 errmsg("write to \"%s\" carries a fencing token other than token " INT64_FORMAT " of job \"%s\"",
+						guard_rel_name(relid), w.bound_token, w.bound_job) :
+				 errmsg("write to \"%s\" carries a fencing token other than fresh token " INT64_FORMAT,
+						guard_rel_name(relid), w.bound_token),
+				 new_isnull ?
+				 errdetail("The statement sets column \"%s\" to NULL, but the transaction is bound to token " INT64_FORMAT ".",
+						   colname, w.bound_token) :
+				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT ".",
+						   colname, new_epoch, w.bound_token),
+				 errhint(FENCE_STOP_HINT)));
+	if (w.bound_token == 0 && unchanged)
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),
+				 errmsg("write to \"%s\" carries no fencing token",
+						guard_rel_name(relid)),
+				 errdetail("The table's guard is the after form, which sees only the row as written: the statement leaves column \"%s\" as it was, and no token is bound to the transaction.",
+						   colname),
+				 mode == FENCE_MODE_STRICT ?
+				 errhint("Write the job's token into column \"%s\", or call fence_begin(job, token) first and write it there.",
+						 colname) :
+				 errhint("Write the job's token into column \"%s\", or call fence_begin(job, token) first and write it there (a write again with the token the row holds needs fence_begin).",
+						 colname)));
+	if (w.bound_token == 0 && (new_isnull || new_epoch <= 0))
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
+				 new_isnull ? errmsg("invalid fencing token NULL") :
+				 errmsg("invalid fencing token " INT64_FORMAT, new_epoch),
+				 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
+						   colname, new_isnull ? "NULL" : "a value that is not positive"),
+				 errhint(FENCE_STOP_HINT)));
+	w.token = w.bound_token != 0 ? w.bound_token : new_epoch;
+
+	/* Steps 2 and 3. */
+	guard_ask_arbiter(fn_oid, relid, &w);
+	if (!old_isnull)
+		guard_check_stored(fn_oid, relid, colname, mode, &w, old_epoch);
+}
+
+/*
+ * fence_update_allowed(new_epoch bigint, old_epoch bigint, tbl oid,
+ *						epoch_column name, mode text) returns boolean
+ *
+ * The WHEN clause of the after form's trigger: true when the UPDATE of the
+ * row may stand; otherwise it raises the guard's error.  Any role may call
+ * it: it answers what a write would be told, and holds the token's lock as
+ * the write would (fence_begin does as much).
+ */
+Datum
+fence_update_allowed(PG_FUNCTION_ARGS)
+{
+	AfterCheckConfig *cfg = (AfterCheckConfig *) fcinfo->flinfo->fn_extra;
+	Oid			relid;
+	text	   *modetext;
+	int			modelen;
+
+	fence_require_arg(fcinfo, 2, "table");
+	fence_require_arg(fcinfo, 3, "epoch column");
+	fence_require_arg(fcinfo, 4, "mode");
+	relid = PG_GETARG_OID(2);
+	modetext = PG_GETARG_TEXT_PP(4);
+	modelen = VARSIZE_ANY_EXHDR(modetext);
+
+	if (guard_applying_replicated(relid, 0))
+		PG_RETURN_BOOL(true);
+
+	/* The mode and the trigger's state, once per statement and relation. */
+	if (cfg == NULL || cfg->relid != relid ||
+		modelen != (int) strlen(cfg->modename) ||
+		memcmp(VARDATA_ANY(modetext), cfg->modename, modelen) != 0)
+	{
+		char	   *modename = text_to_cstring(modetext);
+
+		if (cfg == NULL)
+			cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
+										 sizeof(AfterCheckConfig));
+		cfg->relid = InvalidOid;
+		cfg->mode = guard_parse_mode(modename);
+		strlcpy(cfg->modename, modename, sizeof(cfg->modename));
+		if (OidIsValid(relid))
+			guard_after_check_enabled(fcinfo->flinfo->fn_oid, relid);
+		cfg->relid = relid;
+		fcinfo->flinfo->fn_extra = cfg;
+	}
+
+	guard_check_update(fcinfo->flinfo->fn_oid, relid,
+					   NameStr(*PG_GETARG_NAME(3)), cfg->mode,
+					   PG_ARGISNULL(0), PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0),
+					   PG_ARGISNULL(1), PG_ARGISNULL(1) ? 0 : PG_GETARG_INT64(1));
+	PG_RETURN_BOOL(true);
+}
+
+/*
+ * fence_guard_after([epoch_column [, mode]]) returns trigger
+ *
+ * The after form's trigger body, AFTER UPDATE FOR EACH ROW: the WHEN
+ * clause's check, made again on the row.  It runs only if the WHEN clause
+ * let a write through without raising, which the canonical one never does.
+ */
+Datum
+fence_guard_after(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+	GuardConfig *cfg;
+	TupleDesc	tupdesc;
+	Datum		new_epoch;
+	Datum		old_epoch;
+	bool		new_isnull;
+	bool		old_isnull;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" was not called by trigger manager",
+						"fence_guard_after"),
+				 errhint(AFTER_HINT)));
+	if (!TRIGGER_FIRED_FOR_ROW(trigdata->tg_event) ||
+		!TRIGGER_FIRED_AFTER(trigdata->tg_event) ||
+		!TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+		ereport(ERROR,
+				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+				 errmsg("function \"%s\" must be fired AFTER UPDATE ... FOR EACH ROW",
+						"fence_guard_after"),
+				 errhint(AFTER_HINT)));
+	if (guard_applying_replicated(RelationGetRelid(trigdata->tg_relation), 1))
+		return PointerGetDatum(NULL);
+	cfg = guard_config(fcinfo);
+
+	tupdesc = RelationGetDescr(trigdata->tg_relation);
+	new_epoch = heap_getattr(trigdata->tg_newtuple, cfg->attnum, tupdesc, &new_isnull);
+	old_epoch = heap_getattr(trigdata->tg_trigtuple, cfg->attnum, tupdesc, &old_isnull);
+	guard_check_update(fcinfo->flinfo->fn_oid, RelationGetRelid(trigdata->tg_relation),
+					   guard_column_name(trigdata, cfg), cfg->mode,
+					   new_isnull, new_isnull ? 0 : DatumGetInt64(new_epoch),
+					   old_isnull, old_isnull ? 0 : DatumGetInt64(old_epoch));
+	return PointerGetDatum(NULL);
 }
 
 /*
@@ -609,7 +893,7 @@ fence_refuse_truncate(PG_FUNCTION_ARGS)
 						"fence_refuse_truncate"),
 				 errhint("fence_protect() attaches it.")));
 
-	if (guard_applying_replicated(trigdata->tg_relation))
+	if (guard_applying_replicated(RelationGetRelid(trigdata->tg_relation), 1))
 		return PointerGetDatum(NULL);
 	ereport(ERROR,
 			(errcode(fence_refused(ERRCODE_FENCE_TRUNCATE)),

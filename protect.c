@@ -6,12 +6,15 @@
  *	  triggers that carry a protected relation's protection.
  *
  * A relation is protected because it is in the registry.  Its protection
- * is carried by two triggers of fence's, both ENABLE ALWAYS: the row guard
+ * is carried by triggers of fence's, all ENABLE ALWAYS: the row guard
  * (fence_guard, BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW, named
  * zz_fence_guard so that it sorts after the table's other BEFORE triggers)
  * and the TRUNCATE refusal (fence_refuse_truncate, BEFORE TRUNCATE FOR EACH
- * STATEMENT, zz_fence_truncate).  They are recognised by their function,
- * not by their name.  PostgreSQL clones a row trigger of a partitioned
+ * STATEMENT, zz_fence_truncate).  In the after form (guard.c) the guard is
+ * BEFORE INSERT OR DELETE only, and UPDATEs are checked by a third trigger,
+ * zz_fence_guard_update, AFTER UPDATE FOR EACH ROW with fence_update_allowed
+ * in its WHEN clause and fence_guard_after as its body.  They are
+ * recognised by their function, not by their name.  PostgreSQL clones a row trigger of a partitioned
  * table to every partition, present and future, but not a statement
  * trigger, and neither to a legacy inheritance child: fence gives each
  * member of a protected tree what PostgreSQL does not.  Every member has a
@@ -78,6 +81,16 @@ fence_trigger_fns(Oid fn_oid, FenceTriggerFns *fns)
 	fns->guard_fn = fence_lookup_function(fns->nspid, "fence_guard");
 	fns->refuse_truncate_fn = fence_lookup_function(fns->nspid,
 													"fence_refuse_truncate");
+	/* (absent in the objects of 1.0, until ALTER EXTENSION fence UPDATE) */
+	fns->guard_after_fn = fence_find_function(fns->nspid, "fence_guard_after",
+											  0, NULL);
+}
+
+/* Is the form the after form?  (Anything else is the BEFORE guard's.) */
+bool
+fence_form_is_after(const char *form)
+{
+	return form != NULL && strcmp(form, "after") == 0;
 }
 
 /* The relation's schema-qualified name, quoted where needed, for query text. */
@@ -214,8 +227,9 @@ relid_text(Oid relid)
 }
 
 /*
- * Is the relation protected?  If so, *column and *mode (when not NULL) get
- * its epoch column and mode, palloc'd in the caller's context.
+ * Is the relation protected?  If so, *column, *mode and *form (when not
+ * NULL) get its epoch column, mode and guard form, palloc'd in the
+ * caller's context.
  *
  * Every checked DDL command asks this, on unprotected tables too, so it
  * reads fence_protected through its primary key directly, with the latest
@@ -224,7 +238,8 @@ relid_text(Oid relid)
  * fence's own writes through the executor.
  */
 bool
-fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mode)
+fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mode,
+					  char **form)
 {
 	Oid			regid = get_relname_relid("fence_protected", fns->nspid);
 	Oid			idxid = get_relname_relid("fence_protected_pkey", fns->nspid);
@@ -255,6 +270,11 @@ fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mod
 		{
 			value = slot_getattr(slot, get_attnum(regid, "mode"), &isnull);
 			*mode = isnull ? pstrdup("") : TextDatumGetCString(value);
+		}
+		if (form)
+		{
+			value = slot_getattr(slot, get_attnum(regid, "form"), &isnull);
+			*form = isnull ? pstrdup("before") : TextDatumGetCString(value);
 		}
 	}
 
@@ -288,24 +308,27 @@ fence_registry_any(FenceTriggerFns *fns)
 	return found;
 }
 
-/* Record the relation as protected with this column and mode. */
+/* Record the relation as protected with this column, mode and form. */
 static void
-registry_put(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode)
+registry_put(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode,
+			 const char *form)
 {
-	const char *args[3];
+	const char *args[4];
 
 	args[0] = relid_text(relid);
 	args[1] = column;
 	args[2] = mode;
+	args[3] = form;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	fence_spi_as_owner(fns, "fence_protected",
-					   psprintf("INSERT INTO %s (relation, epoch_column, mode)"
-								" VALUES ($1::pg_catalog.oid::pg_catalog.regclass, $2::pg_catalog.name, $3)"
+					   psprintf("INSERT INTO %s (relation, epoch_column, mode, form)"
+								" VALUES ($1::pg_catalog.oid::pg_catalog.regclass, $2::pg_catalog.name, $3, $4)"
 								" ON CONFLICT (relation) DO UPDATE"
-								" SET epoch_column = EXCLUDED.epoch_column, mode = EXCLUDED.mode",
+								" SET epoch_column = EXCLUDED.epoch_column, mode = EXCLUDED.mode,"
+								" form = EXCLUDED.form",
 								quote_qualified_identifier(fns->nspname, "fence_protected")),
-					   3, args);
+					   4, args);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 }
@@ -351,30 +374,94 @@ refuse_foreign_member(Oid relid)
 			 errhint("Keep foreign tables out of protected partition trees; protect the local partitions one by one instead.")));
 }
 
-/* Create the canonical guard on one relation, ENABLE ALWAYS. */
-static void
-create_guard(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode)
+/*
+ * The WHEN clause of the after form's trigger (guard.c), as fence creates
+ * it and as ddl.c recognises it.
+ */
+char *
+fence_after_when_clause(FenceTriggerFns *fns, const char *column, const char *mode)
 {
-	fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_GUARD_TRIGGER
-									" BEFORE INSERT OR UPDATE OR DELETE ON %s FOR EACH ROW"
-									" EXECUTE FUNCTION %s(%s, %s)",
-									fence_rel_query_name(relid),
-									quote_qualified_identifier(fns->nspname, "fence_guard"),
-									quote_literal_cstr(column), quote_literal_cstr(mode)));
-	fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCE_GUARD_TRIGGER,
-									fence_rel_query_name(relid)));
+	return psprintf("NOT %s(NEW.%s, OLD.%s, NEW.tableoid, %s, %s)",
+					quote_qualified_identifier(fns->nspname, "fence_update_allowed"),
+					quote_identifier(column), quote_identifier(column),
+					quote_literal_cstr(column), quote_literal_cstr(mode));
 }
 
 /*
- * Protect relid's whole inheritance tree with column and mode: a registry
- * row for every member; the guard on every member that has none (on a
- * partitioned tree, creating it on relid clones it to the partitions; a
- * legacy inheritance child gets its own); the TRUNCATE refusal, ENABLE
- * ALWAYS, on every member.  A foreign member is refused.
+ * Give one relation the triggers of the guard's form it lacks, canonical
+ * and ENABLE ALWAYS: zz_fence_guard, and in the after form
+ * zz_fence_guard_update.  (Created on a partitioned table, they are cloned
+ * to its partitions.)
+ */
+static void
+create_guard(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode,
+			 const char *form)
+{
+	bool		after = fence_form_is_after(form);
+
+	if (after && !OidIsValid(fns->guard_after_fn))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("the after form needs fence 1.1"),
+				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
+	if (!fence_rel_trigger(relid, fns->guard_fn, NULL, NULL))
+	{
+		fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_GUARD_TRIGGER
+										" BEFORE INSERT OR %sDELETE ON %s FOR EACH ROW"
+										" EXECUTE FUNCTION %s(%s, %s)",
+										after ? "" : "UPDATE OR ",
+										fence_rel_query_name(relid),
+										quote_qualified_identifier(fns->nspname, "fence_guard"),
+										quote_literal_cstr(column), quote_literal_cstr(mode)));
+		fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCE_GUARD_TRIGGER,
+										fence_rel_query_name(relid)));
+	}
+	if (after && !fence_rel_trigger(relid, fns->guard_after_fn, NULL, NULL))
+	{
+		fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_GUARD_UPDATE_TRIGGER
+										" AFTER UPDATE ON %s FOR EACH ROW WHEN (%s)"
+										" EXECUTE FUNCTION %s(%s, %s)",
+										fence_rel_query_name(relid),
+										fence_after_when_clause(fns, column, mode),
+										quote_qualified_identifier(fns->nspname, "fence_guard_after"),
+										quote_literal_cstr(column), quote_literal_cstr(mode)));
+		fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCE_GUARD_UPDATE_TRIGGER,
+										fence_rel_query_name(relid)));
+	}
+}
+
+/*
+ * Drop the relation's own guard triggers (both forms), whatever their
+ * names: before fence creates them anew.
+ */
+void
+fence_drop_guards(FenceTriggerFns *fns, Oid relid)
+{
+	Oid			fnoids[2] = {fns->guard_fn, fns->guard_after_fn};
+	int			i;
+
+	for (i = 0; i < 2; i++)
+	{
+		char	   *tgname;
+
+		while (OidIsValid(fnoids[i]) &&
+			   fence_rel_trigger(relid, fnoids[i], NULL, &tgname))
+			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
+											quote_identifier(tgname),
+											fence_rel_query_name(relid)));
+	}
+}
+
+/*
+ * Protect relid's whole inheritance tree with column, mode and form: a
+ * registry row for every member; the guard's triggers on every member that
+ * lacks them (on a partitioned tree, creating them on relid clones them to
+ * the partitions; a legacy inheritance child gets its own); the TRUNCATE
+ * refusal, ENABLE ALWAYS, on every member.  A foreign member is refused.
  */
 void
 fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
-				   const char *mode)
+				   const char *mode, const char *form)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
 	ListCell   *lc;
@@ -383,21 +470,15 @@ fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
 	{
 		Oid			member = lfirst_oid(lc);
 
-		char	   *tgname;
-
 		if (get_rel_relkind(member) == RELKIND_FOREIGN_TABLE)
 			refuse_foreign_member(member);
 		/* See cover_truncate: look under the lock CREATE TRIGGER takes. */
 		LockRelationOid(member, ShareRowExclusiveLock);
 		/* A legacy inheritance child's guard is its own: make it this one. */
-		if (member != relid && !get_rel_relispartition(member) &&
-			fence_rel_trigger(member, fns->guard_fn, NULL, &tgname))
-			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
-											quote_identifier(tgname),
-											fence_rel_query_name(member)));
-		if (!fence_rel_trigger(member, fns->guard_fn, NULL, NULL))
-			create_guard(fns, member, column, mode);
-		registry_put(fns, member, column, mode);
+		if (member != relid && !get_rel_relispartition(member))
+			fence_drop_guards(fns, member);
+		create_guard(fns, member, column, mode, form);
+		registry_put(fns, member, column, mode, form);
 	}
 	cover_truncate(fns, relid);
 	list_free(members);
@@ -464,15 +545,17 @@ fence_heal_triggers(FenceTriggerFns *fns, Oid relid)
 	foreach(lc, members)
 	{
 		Oid			member = lfirst_oid(lc);
-		Oid			fnoids[2] = {fns->guard_fn, fns->refuse_truncate_fn};
+		Oid			fnoids[3] = {fns->guard_fn, fns->refuse_truncate_fn,
+		fns->guard_after_fn};
 		int			i;
 
-		for (i = 0; i < 2; i++)
+		for (i = 0; i < 3; i++)
 		{
 			char		tgenabled;
 			char	   *tgname;
 
-			if (fence_rel_trigger(member, fnoids[i], &tgenabled, &tgname) &&
+			if (OidIsValid(fnoids[i]) &&
+				fence_rel_trigger(member, fnoids[i], &tgenabled, &tgname) &&
 				tgenabled != TRIGGER_FIRES_ALWAYS)
 				fence_run_internal_ddl(psprintf("ALTER TABLE ONLY %s ENABLE ALWAYS TRIGGER %s",
 												fence_rel_query_name(member),
@@ -529,12 +612,14 @@ check_protect_target(FenceCatalog *cat, Oid relid)
 }
 
 /*
- * fence_protect(tbl regclass, epoch_column name, mode text) returns void
+ * fence_protect(tbl regclass, epoch_column name, mode text, form text)
+ * returns void
  *
  * Protect a table and its whole tree.  It runs as the caller: only the
  * table's owner (or a member of the owning role, or a superuser) can
  * create or drop triggers.  Protecting a protected table again replaces
- * its guard, so a new column or mode takes effect.
+ * its guard, so a new column, mode or form takes effect.  The form is
+ * before (the guard, the default) or after (guard.c).
  */
 Datum
 fence_protect(PG_FUNCTION_ARGS)
@@ -544,6 +629,7 @@ fence_protect(PG_FUNCTION_ARGS)
 	Oid			relid;
 	const char *colname;
 	char	   *mode;
+	char	   *form = "before";
 	AttrNumber	attnum;
 
 	fence_require_arg(fcinfo, 0, "table");
@@ -552,6 +638,11 @@ fence_protect(PG_FUNCTION_ARGS)
 	relid = PG_GETARG_OID(0);
 	colname = NameStr(*PG_GETARG_NAME(1));
 	mode = text_to_cstring(PG_GETARG_TEXT_PP(2));
+	if (PG_NARGS() > 3)
+	{
+		fence_require_arg(fcinfo, 3, "form");
+		form = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	}
 
 	check_protect_target(cat, relid);
 	if (strcmp(mode, "strict") != 0 && strcmp(mode, "repeat") != 0 &&
@@ -561,6 +652,12 @@ fence_protect(PG_FUNCTION_ARGS)
 				 errmsg("unrecognized fence mode \"%.*s\"",
 						pg_mbcliplen(mode, strlen(mode), 64), mode),
 				 errhint("The mode is one of strict, repeat or shared.")));
+	if (strcmp(form, "before") != 0 && strcmp(form, "after") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized guard form \"%.*s\"",
+						pg_mbcliplen(form, strlen(form), 64), form),
+				 errhint("The form is before (the default) or after; see doc/fence.md.")));
 
 	attnum = get_attnum(relid, colname);
 	if (attnum <= 0)
@@ -576,12 +673,12 @@ fence_protect(PG_FUNCTION_ARGS)
 						colname, fence_rel_display_name(relid))));
 
 	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	if (OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)))
-		fence_run_internal_ddl(psprintf("DROP TRIGGER " FENCE_GUARD_TRIGGER " ON %s",
-										fence_rel_query_name(relid)));
-	create_guard(&fns, relid, colname, mode);
-	fence_protect_tree(&fns, relid, colname, mode);
+	fence_drop_guards(&fns, relid);
+	fence_protect_tree(&fns, relid, colname, mode, form);
 	fence_audit(&fns, "protect", relid, NULL,
+				fence_form_is_after(form) ?
+				psprintf("fence_protect(%s, %s, form => 'after')", quote_literal_cstr(colname),
+						 quote_literal_cstr(mode)) :
 				psprintf("fence_protect(%s, %s)", quote_literal_cstr(colname),
 						 quote_literal_cstr(mode)),
 				NULL);
@@ -623,15 +720,13 @@ fence_unprotect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
 	if (!OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)) &&
-		!fence_registry_lookup(&fns, relid, NULL, NULL))
+		!fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",
 						fence_rel_display_name(relid))));
 
-	if (OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)))
-		fence_run_internal_ddl(psprintf("DROP TRIGGER " FENCE_GUARD_TRIGGER " ON %s",
-										fence_rel_query_name(relid)));
+	fence_drop_guards(&fns, relid);
 	members = find_all_inheritors(relid, AccessShareLock, NULL);
 	foreach(lc, members)
 	{
@@ -639,10 +734,7 @@ fence_unprotect(PG_FUNCTION_ARGS)
 		char	   *tgname;
 
 		/* legacy inheritance children have guards of their own */
-		if (fence_rel_trigger(member, fns.guard_fn, NULL, &tgname))
-			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
-											quote_identifier(tgname),
-											fence_rel_query_name(member)));
+		fence_drop_guards(&fns, member);
 		if (fence_rel_trigger(member, fns.refuse_truncate_fn, NULL, &tgname))
 			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
 											quote_identifier(tgname),

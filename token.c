@@ -228,7 +228,7 @@ token_move_counter(FenceCatalog *cat, int64 last_value, const char *why)
 	{
 		fns.nspid = cat->nspid;
 		fns.nspname = cat->nspname;
-		fns.guard_fn = fns.refuse_truncate_fn = InvalidOid;
+		fns.guard_fn = fns.refuse_truncate_fn = fns.guard_after_fn = InvalidOid;
 		fence_audit(&fns, "counter_move", InvalidOid, NULL,
 					psprintf("from " INT64_FORMAT " to " INT64_FORMAT, before, last_value),
 					why);
