@@ -813,6 +813,11 @@ fence_update_allowed(PG_FUNCTION_ARGS)
 		cfg->relid = InvalidOid;
 		cfg->mode = guard_parse_mode(modename);
 		strlcpy(cfg->modename, modename, sizeof(cfg->modename));
+		if (OidIsValid(relid) &&
+			!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("relation with OID %u does not exist", relid)));
 		if (OidIsValid(relid))
 			guard_after_check_enabled(fcinfo->flinfo->fn_oid, relid);
 		cfg->relid = relid;
