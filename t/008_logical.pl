@@ -14,7 +14,8 @@
 #
 # a. Both sides protected, same modes: acct (strict), stock (shared), ev
 #    (repeat, partitioned, published via its root, so the apply's rows land
-#    in partitions of a subscribed table), plain (not protected anywhere).
+#    in partitions of a subscribed table; the subscriber guards it in the
+#    after form), plain (not protected anywhere).
 #    Rows written under fence_begin before CREATE SUBSCRIPTION arrive by
 #    the initial copy (table-sync workers); later INSERT, UPDATE (under
 #    fence_begin and with the epoch in the statement), DELETE, and a
@@ -190,7 +191,18 @@ CREATE TABLE ledger (id int PRIMARY KEY, amount int NOT NULL,
                      writer_epoch bigint NOT NULL DEFAULT 0);
 SELECT fence_protect('ledger', mode => 'repeat');
 });
-q1($sub, $schema);
+# The subscriber guards ev in the after form (issue 13): its UPDATEs are
+# checked in the WHEN clause of an AFTER trigger, evaluated at trigger depth
+# 0 for the apply's own write, where the exemption must hold as well.
+q1($sub, $schema =~ s/fence_protect\('ev', mode => 'repeat'\)/fence_protect('ev', mode => 'repeat', form => 'after')/r);
+is(q1($sub, q{
+	SELECT string_agg(p.relation::text || ':' || p.form || ':' ||
+	                  coalesce((SELECT t.tgenabled::text FROM pg_trigger t
+	                             WHERE t.tgrelid = p.relation AND t.tgname = 'zz_fence_guard_update'), '-'),
+	                  ' ' ORDER BY p.relation::text)
+	  FROM fence_protected p WHERE p.relation::text LIKE 'ev%'}),
+	'ev:after:A ev_1:after:A ev_2:after:A',
+	'the subscriber protects ev and its partitions in the after form, zz_fence_guard_update ENABLE ALWAYS');
 
 # publisher tokens far above anything the subscriber will issue
 q1($pub, 'SELECT fence_advance(1000000)');
@@ -312,6 +324,10 @@ is(sqlstate($sub, q{SET session_replication_role = replica; UPDATE acct SET v = 
 	'5F003', 'c: session_replication_role = replica, local UPDATE without a token: 5F003');
 is(sqlstate($sub, q{SET session_replication_role = replica; DELETE FROM ev WHERE id = 1}),
 	'5F003', 'c: ... replica, DELETE on a partitioned table: 5F003');
+is(sqlstate($sub, q{SET session_replication_role = replica; UPDATE ev SET v = 'local' WHERE id = 1}),
+	'5F003', 'c: ... replica, UPDATE of the after form\'s table leaving the epoch as it was: 5F003');
+is(sqlstate($sub, q{UPDATE ev SET v = 'local', writer_epoch = writer_epoch + 1 WHERE id = 1}),
+	'5F004', 'c: ... and one writing an epoch the subscriber never issued: 5F004');
 is(sqlstate($sub, q{SET session_replication_role = replica; TRUNCATE acct}),
 	'5F005', 'c: ... replica, TRUNCATE: 5F005');
 same_as_publisher('c: after the refused local writes', qw(acct ev));
