@@ -316,6 +316,8 @@ DECLARE
 	pos pg_catalog.int4;
 	argcol pg_catalog.text;
 	argmode pg_catalog.text;
+	tgwant pg_catalog.name;
+	unchecked pg_catalog.text;
 	why pg_catalog.text;
 	protect_fix pg_catalog.text;
 	drop_fix pg_catalog.text;
@@ -564,7 +566,12 @@ BEGIN
 				rest := pg_catalog.substr(rest, pos OPERATOR(pg_catalog.+) 1);
 			END LOOP;
 
-			IF tg.tgfoid OPERATOR(pg_catalog.=) guard_fn THEN
+			IF tg.tgfoid OPERATOR(pg_catalog.=) ANY (ARRAY[guard_fn, after_fn]) THEN
+				-- the guard, or the after form's UPDATE check
+				tgwant := CASE WHEN tg.tgfoid OPERATOR(pg_catalog.=) guard_fn
+							   THEN 'zz_fence_guard' ELSE 'zz_fence_guard_update' END;
+				unchecked := CASE WHEN tg.tgfoid OPERATOR(pg_catalog.=) guard_fn
+								  THEN 'writes' ELSE 'UPDATEs' END;
 				argcol := COALESCE(args[1], 'writer_epoch');
 				argmode := COALESCE(args[2], 'strict');
 				col_ok := EXISTS (SELECT FROM pg_catalog.pg_attribute a
@@ -580,14 +587,23 @@ BEGIN
 						THEN CASE WHEN argcol OPERATOR(pg_catalog.<>) m.col OR argmode OPERATOR(pg_catalog.<>) m.mode
 								  THEN pg_catalog.format('its arguments (%L, %L) are not fence_protected''s (%L, %L)',
 														 argcol, argmode, m.col, m.mode) END
-					WHEN tg.tgname OPERATOR(pg_catalog.<>) 'zz_fence_guard'
-						THEN 'its name is not zz_fence_guard, so it does not fire last'
-					-- ROW | BEFORE | INSERT | DELETE | UPDATE; the after form's, no UPDATE
-					WHEN m.form OPERATOR(pg_catalog.=) 'after' AND tg.tgtype OPERATOR(pg_catalog.<>) 15
+					WHEN tg.tgfoid OPERATOR(pg_catalog.=) after_fn AND m.form OPERATOR(pg_catalog.<>) 'after'
+						THEN 'the table is protected in the before form, which has no such trigger'
+					WHEN tg.tgname OPERATOR(pg_catalog.<>) tgwant
+						THEN CASE WHEN tg.tgfoid OPERATOR(pg_catalog.=) guard_fn
+								  THEN 'its name is not zz_fence_guard, so it does not fire last'
+								  ELSE 'its name is not zz_fence_guard_update' END
+					-- ROW | BEFORE | INSERT | DELETE | UPDATE; the after form's guard
+					-- without UPDATE; its UPDATE check ROW | UPDATE, AFTER
+					WHEN tg.tgfoid OPERATOR(pg_catalog.=) after_fn AND tg.tgtype OPERATOR(pg_catalog.<>) 17
+						THEN 'it is not AFTER UPDATE FOR EACH ROW'
+					WHEN tg.tgfoid OPERATOR(pg_catalog.=) guard_fn AND m.form OPERATOR(pg_catalog.=) 'after'
+						 AND tg.tgtype OPERATOR(pg_catalog.<>) 15
 						THEN 'it is not BEFORE INSERT OR DELETE FOR EACH ROW, as the after form''s guard is'
-					WHEN m.form OPERATOR(pg_catalog.<>) 'after' AND tg.tgtype OPERATOR(pg_catalog.<>) 31
+					WHEN tg.tgfoid OPERATOR(pg_catalog.=) guard_fn AND m.form OPERATOR(pg_catalog.<>) 'after'
+						 AND tg.tgtype OPERATOR(pg_catalog.<>) 31
 						THEN 'it is not BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW'
-					WHEN tg.tgqual IS NOT NULL
+					WHEN tg.tgfoid OPERATOR(pg_catalog.=) guard_fn AND tg.tgqual IS NOT NULL
 						THEN 'it has a WHEN clause'
 					WHEN pg_catalog.cardinality(tg.tgattr::pg_catalog.int2[]) OPERATOR(pg_catalog.>) 0
 						THEN 'it has an UPDATE OF column list'
@@ -603,25 +619,31 @@ BEGIN
 					WHEN argcol OPERATOR(pg_catalog.<>) m.col OR argmode OPERATOR(pg_catalog.<>) m.mode
 						THEN pg_catalog.format('its arguments (%L, %L) are not fence_protected''s (%L, %L)',
 											   argcol, argmode, m.col, m.mode)
+					WHEN tg.tgfoid OPERATOR(pg_catalog.=) after_fn
+						 AND NOT @extschema@.fence_after_when_is_canonical(m.rel, tg.tgname)
+						THEN 'its WHEN clause is not NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, ''col'', ''mode'') for its own column and mode'
 				END;
 				IF why IS NOT NULL THEN
 					RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
 						pg_catalog.format('fence guard "%s" is not the one fence_protect creates: %s', tg.tgname, why),
-						CASE WHEN NOT col_ok AND tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard'
+						CASE WHEN NOT col_ok AND tg.tgname OPERATOR(pg_catalog.=) tgwant
 								  AND m.col OPERATOR(pg_catalog.=) argcol
-							 THEN pg_catalog.format('Add the bigint column %s back, or run SELECT fence_protect(%L, ''another_bigint_column'', %L) again.',
-													pg_catalog.quote_ident(argcol), m.top::pg_catalog.text, m.topmode)
-							 WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard' THEN protect_fix
+							 THEN pg_catalog.format('Add the bigint column %s back, or run SELECT fence_protect(%L, ''another_bigint_column'', %L%s) again.',
+													pg_catalog.quote_ident(argcol), m.top::pg_catalog.text, m.topmode,
+													CASE WHEN m.topform OPERATOR(pg_catalog.=) 'after'
+														 THEN ', form => ''after''' ELSE '' END)
+							 WHEN tg.tgname OPERATOR(pg_catalog.=) tgwant THEN protect_fix
 							 ELSE drop_fix END;
 				END IF;
 				IF tg.tgenabled OPERATOR(pg_catalog.<>) 'A' THEN
 					RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
 						CASE tg.tgenabled
-							WHEN 'D' THEN pg_catalog.format('fence guard "%s" is disabled: writes are not checked', tg.tgname)
-							WHEN 'O' THEN pg_catalog.format('fence guard "%s" is ENABLE, not ENABLE ALWAYS: every write fails with 39P01, and with session_replication_role = replica writes are not checked', tg.tgname)
-							ELSE pg_catalog.format('fence guard "%s" is ENABLE REPLICA: writes are not checked except with session_replication_role = replica', tg.tgname)
+							WHEN 'D' THEN pg_catalog.format('fence guard "%s" is disabled: %s are not checked', tg.tgname, unchecked)
+							WHEN 'O' THEN pg_catalog.format('fence guard "%s" is ENABLE, not ENABLE ALWAYS: every %s fails with 39P01, and with session_replication_role = replica %s are not checked',
+															tg.tgname, pg_catalog.rtrim(unchecked, 's'), unchecked)
+							ELSE pg_catalog.format('fence guard "%s" is ENABLE REPLICA: %s are not checked except with session_replication_role = replica', tg.tgname, unchecked)
 						END,
-						CASE WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard' THEN protect_fix ELSE drop_fix END;
+						CASE WHEN tg.tgname OPERATOR(pg_catalog.=) tgwant THEN protect_fix ELSE drop_fix END;
 				END IF;
 
 				-- No BEFORE ROW trigger for the same events may sort after
@@ -629,7 +651,8 @@ BEGIN
 				-- write then); those before it run before its check.  (A
 				-- guard of another name is reported above, and its fix is
 				-- to drop it: what sorts after it is not reported.)
-				IF tg.tgenabled OPERATOR(pg_catalog.<>) 'D'
+				IF tg.tgfoid OPERATOR(pg_catalog.=) guard_fn
+				   AND tg.tgenabled OPERATOR(pg_catalog.<>) 'D'
 				   AND tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard' THEN
 					FOR o IN
 						SELECT t.tgname, t.tgfoid,
@@ -666,49 +689,6 @@ BEGIN
 								'If it need not change the row, make it an AFTER trigger; otherwise make sure it cannot change the epoch column or write elsewhere with no token checked.'::pg_catalog.text;
 						END IF;
 					END LOOP;
-				END IF;
-			ELSIF tg.tgfoid OPERATOR(pg_catalog.=) after_fn THEN
-				-- the after form's UPDATE check
-				argcol := COALESCE(args[1], 'writer_epoch');
-				argmode := COALESCE(args[2], 'strict');
-				why := CASE
-					WHEN tg.cloned
-						THEN CASE WHEN argcol OPERATOR(pg_catalog.<>) m.col OR argmode OPERATOR(pg_catalog.<>) m.mode
-								  THEN pg_catalog.format('its arguments (%L, %L) are not fence_protected''s (%L, %L)',
-														 argcol, argmode, m.col, m.mode) END
-					WHEN m.form OPERATOR(pg_catalog.<>) 'after'
-						THEN 'the table is protected in the before form, which has no such trigger'
-					WHEN tg.tgname OPERATOR(pg_catalog.<>) 'zz_fence_guard_update'
-						THEN 'its name is not zz_fence_guard_update'
-					-- ROW | UPDATE, AFTER
-					WHEN tg.tgtype OPERATOR(pg_catalog.<>) 17
-						THEN 'it is not AFTER UPDATE FOR EACH ROW'
-					WHEN pg_catalog.cardinality(tg.tgattr::pg_catalog.int2[]) OPERATOR(pg_catalog.>) 0
-						THEN 'it has an UPDATE OF column list'
-					WHEN tg.tgconstraint OPERATOR(pg_catalog.<>) 0
-						THEN 'it is a constraint trigger'
-					WHEN tg.tgnargs OPERATOR(pg_catalog.>) 2
-						THEN 'it has more than two arguments'
-					WHEN argcol OPERATOR(pg_catalog.<>) m.col OR argmode OPERATOR(pg_catalog.<>) m.mode
-						THEN pg_catalog.format('its arguments (%L, %L) are not fence_protected''s (%L, %L)',
-											   argcol, argmode, m.col, m.mode)
-					WHEN NOT @extschema@.fence_after_when_is_canonical(m.rel, tg.tgname)
-						THEN 'its WHEN clause is not NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, ''col'', ''mode'') for its own column and mode'
-				END;
-				IF why IS NOT NULL THEN
-					RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
-						pg_catalog.format('fence guard "%s" is not the one fence_protect creates: %s', tg.tgname, why),
-						CASE WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_update' THEN protect_fix
-							 ELSE drop_fix END;
-				END IF;
-				IF tg.tgenabled OPERATOR(pg_catalog.<>) 'A' THEN
-					RETURN QUERY SELECT 'error'::pg_catalog.text, m.rel,
-						CASE tg.tgenabled
-							WHEN 'D' THEN pg_catalog.format('fence guard "%s" is disabled: UPDATEs are not checked', tg.tgname)
-							WHEN 'O' THEN pg_catalog.format('fence guard "%s" is ENABLE, not ENABLE ALWAYS: every UPDATE fails with 39P01, and with session_replication_role = replica UPDATEs are not checked', tg.tgname)
-							ELSE pg_catalog.format('fence guard "%s" is ENABLE REPLICA: UPDATEs are not checked except with session_replication_role = replica', tg.tgname)
-						END,
-						CASE WHEN tg.tgname OPERATOR(pg_catalog.=) 'zz_fence_guard_update' THEN protect_fix ELSE drop_fix END;
 				END IF;
 			ELSE
 				-- fence_refuse_truncate

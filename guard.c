@@ -206,6 +206,24 @@ guard_parse_mode(const char *modename)
 }
 
 /*
+ * Refuse every write while a trigger of fence's is not ENABLE ALWAYS: it
+ * would be skipped under session_replication_role = replica.  That happens
+ * when ENABLE TRIGGER ALL follows DISABLE TRIGGER ALL (as pg_restore
+ * --disable-triggers does): fail closed until the table is protected
+ * again, rather than guard it in one session role only.
+ */
+static void
+guard_refuse_not_always(Trigger *trigger, Relation rel)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+			 errmsg("fence guard \"%s\" on table \"%s\" is not enabled ALWAYS",
+					trigger->tgname, RelationGetRelationName(rel)),
+			 errdetail("Under session_replication_role = replica it would not fire."),
+			 errhint("Run fence_protect() on the table again.")));
+}
+
+/*
  * Work out the trigger's arguments for this statement: the epoch column
  * (default writer_epoch, a bigint) and the mode (default strict).
  */
@@ -253,19 +271,9 @@ guard_config(FunctionCallInfo fcinfo)
 		fcinfo->flinfo->fn_extra = cfg;
 	}
 
-	/*
-	 * A guard that is merely ENABLE'd is skipped under session_replication_role
-	 * = replica.  That happens when ENABLE TRIGGER ALL follows DISABLE TRIGGER
-	 * ALL (as pg_restore --disable-triggers does): fail closed until the table
-	 * is protected again, rather than guard it in one session role only.
-	 */
+	/* A guard that is merely ENABLE'd fails closed (see the function). */
 	if (trigger->tgenabled != TRIGGER_FIRES_ALWAYS)
-		ereport(ERROR,
-				(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-				 errmsg("fence guard \"%s\" on table \"%s\" is not enabled ALWAYS",
-						trigger->tgname, RelationGetRelationName(rel)),
-				 errdetail("Under session_replication_role = replica it would not fire."),
-				 errhint("Run fence_protect() on the table again.")));
+		guard_refuse_not_always(trigger, rel);
 
 	ev = guard_event_index(trigdata->tg_event);
 	if (TRIGGER_FIRED_BEFORE(trigdata->tg_event) && !cfg->order_checked[ev])
@@ -692,12 +700,7 @@ guard_after_check_enabled(Oid fn_oid, Oid relid)
 		Trigger    *trigger = &trigdesc->triggers[i];
 
 		if (trigger->tgfoid == body_fn && trigger->tgenabled != TRIGGER_FIRES_ALWAYS)
-			ereport(ERROR,
-					(errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
-					 errmsg("fence guard \"%s\" on table \"%s\" is not enabled ALWAYS",
-							trigger->tgname, RelationGetRelationName(rel)),
-					 errdetail("Under session_replication_role = replica it would not fire."),
-					 errhint("Run fence_protect() on the table again.")));
+			guard_refuse_not_always(trigger, rel);
 	}
 	relation_close(rel, AccessShareLock);
 }

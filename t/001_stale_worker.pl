@@ -17,7 +17,15 @@
 # lease (4 s vs 1 s) the blocked window is visible; with the timeout below
 # the lease, as doc/fence.md advises, the first takeover after the lease wins.
 #
-# FENCE_SOAK=1 repeats every scenario many times.
+# Every scenario on a protected table runs against both forms of the guard
+# (FenceTest::fence_forms): the default form on table counters, the after
+# form on counters_after.  The after form does not stamp UPDATEs, so there
+# the worker writes its token into writer_epoch in the SET list also under
+# fence_begin, as doc/fence.md 4 tells it to.  The twins run once: the
+# unprotected table has no form.
+#
+# FENCE_SOAK=1 repeats every scenario many times; FENCE_FORMS=after (or
+# before) runs one form only.
 
 use strict;
 use warnings FATAL => 'all';
@@ -35,22 +43,52 @@ my $rounds = soak() ? 25 : 1;
 my $lease = 1;          # seconds: the frozen worker's lease
 my $idle_timeout = 4;   # seconds: idle_in_transaction_session_timeout, > lease
 
+my @forms = fence_forms();
+# the protected table of each form, and the form of each protected table
+my %table_of = (before => 'counters', after => 'counters_after');
+my %form_of = reverse %table_of;
+
 my $node = fence_node('stale_worker', 1);
 $node->safe_psql(
 	'postgres', q{
 CREATE TABLE counters (id int PRIMARY KEY, n bigint NOT NULL DEFAULT 0,
                        writer_epoch bigint NOT NULL DEFAULT 0);
+CREATE TABLE counters_after (LIKE counters INCLUDING ALL);
 CREATE TABLE counters_plain (LIKE counters INCLUDING ALL);
 INSERT INTO counters (id) SELECT g FROM generate_series(1, 1000) g;
+INSERT INTO counters_after (id) SELECT g FROM generate_series(1, 1000) g;
 INSERT INTO counters_plain (id) SELECT g FROM generate_series(1, 1000) g;
 -- one row per accepted execution, in the transaction of its write
 CREATE TABLE accepted (tbl text, id int, worker text, token bigint,
                        n_read bigint, n_written bigint);
-SELECT fence_protect('counters');
-});
+}
+	  . join("\n", map { protect_sql($table_of{$_}, $_) } @forms));
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(format('%s %s', relation, form), ', ' ORDER BY relation::text)
+		    FROM fence_protected}),
+	join(', ', map { "$table_of{$_} $_" } sort { $table_of{$a} cmp $table_of{$b} } @forms),
+	'each protected table is registered in its form');
 
 my $next_id = 0;
-my %count = (fenced => 0, lost => 0, takeovers => 0);
+my %count = (lost => 0, takeovers => 0);
+$count{"fenced $_"} = 0 for @forms;
+
+# the name a check goes by: the form, for a protected table
+sub label
+{
+	my ($tbl) = @_;
+	return $form_of{$tbl} ? "$form_of{$tbl} form, $tbl" : $tbl;
+}
+
+# ", writer_epoch = :tok" when the write must carry its token in the SET
+# list: always for the epoch style, and under fence_begin in the after form,
+# which does not stamp an UPDATE (without it: 5F003)
+sub epoch_set
+{
+	my ($tbl, $style) = @_;
+	return ($style eq 'epoch' || ($form_of{$tbl} // '') eq 'after')
+	  ? ', writer_epoch = :tok' : '';
+}
 
 # the worker's write, from psql variables :tok and :n_read
 sub write_sql
@@ -58,8 +96,7 @@ sub write_sql
 	my ($tbl, $style, $worker, $id) = @_;
 	my $sql = "BEGIN;\n";
 	$sql .= "SELECT fence_begin('job-$id', :tok);\n" if $style eq 'begin';
-	$sql .= "UPDATE $tbl SET n = :n_read + 1"
-	  . ($style eq 'epoch' ? ", writer_epoch = :tok" : '')
+	$sql .= "UPDATE $tbl SET n = :n_read + 1" . epoch_set($tbl, $style)
 	  . " WHERE id = $id;\n";
 	$sql .= "INSERT INTO accepted VALUES ('$tbl', $id, '$worker', :tok,"
 	  . " :n_read, :n_read + 1);\n";
@@ -104,8 +141,8 @@ sub stale_worker
 	my ($tbl, $style, $order) = @_;
 	my $id = ++$next_id;
 	my $job = "job-$id";
-	my $what = "$tbl/$style/$order";
-	my $protected = $tbl eq 'counters';
+	my $what = label($tbl) . "/$style/$order";
+	my $protected = defined $form_of{$tbl};
 
 	my $A = FenceTest::Client->new($node, 'A');
 	my $B = FenceTest::Client->new($node, 'B');
@@ -155,7 +192,7 @@ sub stale_worker
 			like($state, qr/^5F00[12]$/, "$what: A's late write is fenced")
 			  or diag($a_err);
 		}
-		$count{fenced}++ if $state =~ /^5F00[12]$/;
+		$count{"fenced $form_of{$tbl}"}++ if $state =~ /^5F00[12]$/;
 		is($n, $acc, "$what: one increment per accepted execution");
 		is($acc, 1, "$what: only B's execution was accepted");
 	}
@@ -177,14 +214,15 @@ sub frozen_in_transaction
 	my ($tbl) = @_;
 	my $id = ++$next_id;
 	my $job = "job-$id";
-	my $protected = $tbl eq 'counters';
-	my $what = "frozen in transaction/$tbl";
+	my $protected = defined $form_of{$tbl};
+	my $what = "frozen in transaction/" . label($tbl);
 
 	my $A = FenceTest::Client->new($node, 'A');
 	my $B = FenceTest::Client->new($node, 'B');
 	my $a_backend = $A->run_ok('SELECT pg_backend_pid();');
 	my $n0 = $node->safe_psql('postgres', "SELECT n FROM $tbl WHERE id = $id");
 	$A->run_ok("SET idle_in_transaction_session_timeout = '${idle_timeout}s';");
+	my $log_offset = -s $node->logfile;
 
 	my $t_claim = time;
 	my $tokA = $A->run_ok(
@@ -193,7 +231,8 @@ sub frozen_in_transaction
 	my $begin = $protected ? "SELECT fence_begin('$job', :tok);" : '';
 	$A->run_ok(
 		"BEGIN;\n$begin\nSELECT n AS n_read FROM $tbl WHERE id = $id \\gset\n"
-		  . "UPDATE $tbl SET n = :n_read + 1 WHERE id = $id;\n"
+		  . "UPDATE $tbl SET n = :n_read + 1" . epoch_set($tbl, 'begin')
+		  . " WHERE id = $id;\n"
 		  . "INSERT INTO accepted VALUES ('$tbl', $id, 'A', :tok, :n_read, :n_read + 1);");
 	my $t_idle = time;
 	ok($A->freeze, "$what: A is frozen inside its transaction");
@@ -231,7 +270,9 @@ sub frozen_in_transaction
 		cmp_ok($t_won - $t_idle, '>=', $idle_timeout - 0.5,
 			"$what: ... and not before idle_in_transaction_session_timeout");
 		$count{takeovers}++;
-		ok($node->log_contains('terminating connection due to idle-in-transaction timeout'),
+		ok($node->log_contains(
+				qr/\[$a_backend\] [^\n]*FATAL:  terminating connection due to idle-in-transaction timeout/,
+				$log_offset),
 			"$what: the server ended A's session");
 		is($node->safe_psql('postgres', "SELECT n FROM $tbl WHERE id = $id"), $n0,
 			"$what: A's write was rolled back");
@@ -275,22 +316,23 @@ sub frozen_in_transaction
 # and the first takeover attempt after the lease succeeds.
 sub timeout_below_lease
 {
+	my ($tbl) = @_;
 	my $id = ++$next_id;
 	my $job = "job-$id";
 	my ($lease2, $idle2) = (2, 1);
-	my $what = "timeout ${idle2}s below lease ${lease2}s";
+	my $what = "timeout ${idle2}s below lease ${lease2}s/" . label($tbl);
 
 	my $A = FenceTest::Client->new($node, 'A');
 	my $B = FenceTest::Client->new($node, 'B');
 	my $a_backend = $A->run_ok('SELECT pg_backend_pid();');
-	my $n0 = $node->safe_psql('postgres', "SELECT n FROM counters WHERE id = $id");
+	my $n0 = $node->safe_psql('postgres', "SELECT n FROM $tbl WHERE id = $id");
 	$A->run_ok("SET idle_in_transaction_session_timeout = '${idle2}s';");
 	my $t_claim = time;
 	$A->run_ok("SELECT fence_claim('$job', '$lease2 s', 'A') AS tok \\gset");
 	$A->run_ok(
 		"BEGIN;\nSELECT fence_begin('$job', :tok);\n"
-		  . "SELECT n AS n_read FROM counters WHERE id = $id \\gset\n"
-		  . "UPDATE counters SET n = :n_read + 1 WHERE id = $id;");
+		  . "SELECT n AS n_read FROM $tbl WHERE id = $id \\gset\n"
+		  . "UPDATE $tbl SET n = :n_read + 1" . epoch_set($tbl, 'begin') . " WHERE id = $id;");
 	ok($A->freeze, "$what: A is frozen inside its transaction");
 	$A->send('COMMIT;');
 
@@ -305,7 +347,7 @@ sub timeout_below_lease
 	my $tokB = $B->run_ok("SELECT fence_claim('$job', '1 min', 'B');");
 	like($tokB, qr/^\d+$/, "$what: the first takeover attempt after the lease succeeds");
 	$count{takeovers}++ if $tokB =~ /^\d+$/;
-	is($node->safe_psql('postgres', "SELECT n FROM counters WHERE id = $id"), $n0,
+	is($node->safe_psql('postgres', "SELECT n FROM $tbl WHERE id = $id"), $n0,
 		"$what: A's write was rolled back");
 	$A->thaw;
 	$A->wait_exit;
@@ -316,16 +358,21 @@ for my $round (1 .. $rounds)
 {
 	for my $order ('b_first', 'a_first')
 	{
-		stale_worker('counters', 'epoch', $order);
-		stale_worker('counters', 'begin', $order);
+		for my $form (@forms)
+		{
+			stale_worker($table_of{$form}, 'epoch', $order);
+			stale_worker($table_of{$form}, 'begin', $order);
+		}
 		stale_worker('counters_plain', 'epoch', $order);
 	}
-	frozen_in_transaction('counters');
+	frozen_in_transaction($table_of{$_}) for @forms;
 	frozen_in_transaction('counters_plain');
-	timeout_below_lease();
+	timeout_below_lease($table_of{$_}) for @forms;
 }
 
-diag("stale-worker rounds: $rounds; takeovers: $count{takeovers};"
-	  . " fenced late writes: $count{fenced}; lost updates in twins: $count{lost}");
+diag("stale-worker rounds: $rounds; forms: @forms; takeovers: $count{takeovers};"
+	  . " fenced late writes: "
+	  . join(', ', map { "$_ form " . $count{"fenced $_"} } @forms)
+	  . "; lost updates in twins: $count{lost}");
 $node->stop;
 done_testing();

@@ -18,7 +18,17 @@
 # The control run does the same against unprotected copies and must lose
 # updates, or the test proves nothing.
 #
-# FENCE_SOAK=1: 16 workers, minutes instead of seconds.
+# The protected run is made once per form of the guard (FenceTest::
+# fence_forms), each on its own tables and jobs, and the protected time is
+# split between them: the default form on counters and report (jobs pb-*),
+# the after form on counters_after and report_after (jobs pa-*).  There the
+# workers run with fence_load -a: the after form does not stamp UPDATEs, so
+# the fence_begin style writes its token into writer_epoch too.  The
+# invariants hold for each form; the control run is made once.
+#
+# FENCE_SOAK=1: 16 workers, minutes instead of seconds.  FENCE_CHAOS_SECONDS
+# is the protected time of all forms together; FENCE_FORMS=after (or before)
+# runs one form only, for all of it.
 
 use strict;
 use warnings FATAL => 'all';
@@ -38,6 +48,13 @@ my $jobs = 300;
 my $lease_ms = 300;
 my $protected_seconds = $ENV{FENCE_CHAOS_SECONDS} // (soak() ? 600 : 35);
 my $control_seconds = $ENV{FENCE_CHAOS_CONTROL_SECONDS} // (soak() ? 120 : 20);
+my @forms = fence_forms();
+my $form_seconds = int(($protected_seconds + @forms - 1) / @forms);
+# each form's tables (counters$suffix, report$suffix, acc_log$suffix) and
+# job names (prefix)
+my %run = (
+	before => { prefix => 'pb-', suffix => '' },
+	after => { prefix => 'pa-', suffix => '_after' });
 my $seed = $ENV{FENCE_SEED} // int(time) % 100000;
 srand($seed);
 note("seed $seed (set FENCE_SEED to repeat)");
@@ -59,6 +76,9 @@ CREATE TABLE report (id bigserial PRIMARY KEY, job text NOT NULL,
 CREATE TABLE acc_log (id bigserial PRIMARY KEY, job text, counter int,
                       n_read bigint, n_written bigint, token bigint,
                       worker int, style int);
+CREATE TABLE counters_after (LIKE counters INCLUDING ALL);
+CREATE TABLE report_after (LIKE report INCLUDING ALL);
+CREATE TABLE acc_log_after (LIKE acc_log INCLUDING ALL);
 CREATE TABLE counters_ctl (LIKE counters INCLUDING ALL);
 CREATE TABLE report_ctl (id bigserial PRIMARY KEY, job text NOT NULL,
                          token bigint NOT NULL, worker int, line bigint,
@@ -80,19 +100,28 @@ BEGIN
 END \$\$;
 CREATE TRIGGER log_epoch AFTER UPDATE ON counters
   FOR EACH ROW EXECUTE FUNCTION log_epoch();
+CREATE TRIGGER log_epoch AFTER UPDATE ON counters_after
+  FOR EACH ROW EXECUTE FUNCTION log_epoch();
 CREATE TRIGGER log_epoch AFTER UPDATE ON counters_ctl
   FOR EACH ROW EXECUTE FUNCTION log_epoch();
 INSERT INTO counters (id) SELECT g FROM generate_series(1, $jobs) g;
+INSERT INTO counters_after (id) SELECT g FROM generate_series(1, $jobs) g;
 INSERT INTO counters_ctl (id) SELECT g FROM generate_series(1, $jobs) g;
-SELECT fence_protect('counters');
-SELECT fence_protect('report');
-});
+}
+	  . join("\n", map {
+			  (protect_sql("counters$run{$_}{suffix}", $_),
+			   protect_sql("report$run{$_}{suffix}", $_)) } @forms));
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(format('%s %s', relation, form), ', ' ORDER BY relation::text)
+		    FROM fence_protected}),
+	join(', ', sort map { ("counters$run{$_}{suffix} $_", "report$run{$_}{suffix} $_") } @forms),
+	'each protected table is registered in its form');
 
 # Run the workers for $seconds while freezing random ones; returns the sum
 # of the workers' STATS and the number of freezes.
 sub chaos_run
 {
-	my ($prefix, $suffix, $unprotected, $seconds) = @_;
+	my ($prefix, $suffix, $unprotected, $seconds, $after_form) = @_;
 	my $connstr = $node->connstr('postgres')
 	  . " options='-c idle_in_transaction_session_timeout=1000"
 	  . " -c statement_timeout=30000'";
@@ -106,6 +135,7 @@ sub chaos_run
 			'-P', $prefix, '-s', $suffix, '-t', $seconds, '-l', $lease_ms,
 			'-r', $seed);
 		push @cmd, '-u' if $unprotected;
+		push @cmd, '-a' if $after_form;
 		$h[$w] = IPC::Run::start(\@cmd, '>', \$out[$w], '2>', \$err[$w]);
 		$pid[$w] = $h[$w]{KIDS}[0]{PID};
 	}
@@ -225,44 +255,58 @@ SELECT count(*) FROM c
    AND NOT EXISTS (SELECT 1 FROM release_log r WHERE r.token = c.prev)});
 }
 
-# --- the protected run ---
-my $p = chaos_run('p-', '', 0, $protected_seconds);
-note(join ' ', map { "$_=$p->{$_}" } sort keys %$p);
+# --- the protected runs, one per form ---
+my @summary;
+for my $form (@forms)
+{
+	my ($prefix, $sfx) = @{ $run{$form} }{qw(prefix suffix)};
+	my $r = "protected run, $form form";
+	my $log_offset = -s $node->logfile;
+	my $p = chaos_run($prefix, $sfx, 0, $form_seconds, $form eq 'after');
+	note("$r: " . join ' ', map { "$_=$p->{$_}" } sort keys %$p);
 
-my $p_takeovers = takeovers('p-');
-my $p_fenced = q1("SELECT count(*) FROM fenced_log WHERE job LIKE 'p-%'");
-my $p_writes = q1('SELECT count(*) FROM acc_log');
-my $p_lost = lost_updates('');
-my $p_stale = stale_rows('report');
-my $p_stale_acc = stale_rows('acc_log');
-my ($p_back, $p_same, $p_epoch_changes) = epoch_moves('counters');
+	my $p_takeovers = takeovers($prefix);
+	my $p_fenced = q1("SELECT count(*) FROM fenced_log WHERE job LIKE '$prefix%'");
+	my $p_writes = q1("SELECT count(*) FROM acc_log$sfx");
+	my $p_lost = lost_updates($sfx);
+	my $p_stale = stale_rows("report$sfx");
+	my $p_stale_acc = stale_rows("acc_log$sfx");
+	my ($p_back, $p_same, $p_epoch_changes) = epoch_moves("counters$sfx");
 
-cmp_ok($p->{writes}, '>', 0, 'protected run: workers made accepted writes');
-is($p_writes, $p->{writes}, 'protected run: every acknowledged write is logged');
-is($p_lost, 0, 'protected run: no lost update');
-is(counters_off(''), 0, 'protected run: every counter equals its accepted increments');
-is(q1('SELECT count(*) - count(DISTINCT (counter, n_read)) FROM acc_log'), 0,
-	'protected run: no two accepted writes of a counter read the same value');
-is($p_stale, 0, 'protected run: no report line from a superseded execution');
-is($p_stale_acc, 0, 'protected run: no counter write from a superseded execution');
-is(q1('SELECT count(*) FROM report WHERE writer_epoch <> token'), 0,
-	'protected run: report lines are stamped with their token');
-is(q1('SELECT count(*) FROM report WHERE token NOT IN (SELECT token FROM claim_log)'), 0,
-	'protected run: report lines carry only issued tokens');
-is($p_back, 0, 'protected run: no counter epoch moved backwards');
-is($p_same, 0, 'protected run: no counter was written twice with one token (strict)');
-is($p_epoch_changes, $p_writes, 'protected run: every change of a counter is an accepted write');
-cmp_ok($p_takeovers, '>', 0, "protected run: takeovers happened ($p_takeovers)");
-# a worker whose session was ended right after a fenced write cannot log it
-# to fenced_log, so the workers' own count is the reference
-cmp_ok($p->{fenced}, '>', 0, "protected run: writes were fenced ($p->{fenced})");
-cmp_ok($p_fenced, '>', 0, "protected run: fenced writes were logged ($p_fenced)");
-cmp_ok($p_fenced, '<=', $p->{fenced}, 'protected run: no fenced write logged that the workers did not see');
-is($p->{fother}, 0, 'protected run: no fenced error other than 5F001/5F002');
-ok(!$node->log_contains('terminated by signal'), 'protected run: no backend crashed');
+	cmp_ok($p->{writes}, '>', 0, "$r: workers made accepted writes");
+	is($p_writes, $p->{writes}, "$r: every acknowledged write is logged");
+	is($p_lost, 0, "$r: no lost update");
+	is(counters_off($sfx), 0, "$r: every counter equals its accepted increments");
+	is(q1("SELECT count(*) - count(DISTINCT (counter, n_read)) FROM acc_log$sfx"), 0,
+		"$r: no two accepted writes of a counter read the same value");
+	is($p_stale, 0, "$r: no report line from a superseded execution");
+	is($p_stale_acc, 0, "$r: no counter write from a superseded execution");
+	is(q1("SELECT count(*) FROM report$sfx WHERE writer_epoch <> token"), 0,
+		"$r: report lines are stamped with their token");
+	is(q1("SELECT count(*) FROM report$sfx WHERE token NOT IN (SELECT token FROM claim_log)"), 0,
+		"$r: report lines carry only issued tokens");
+	is($p_back, 0, "$r: no counter epoch moved backwards");
+	is($p_same, 0, "$r: no counter was written twice with one token (strict)");
+	is($p_epoch_changes, $p_writes, "$r: every change of a counter is an accepted write");
+	cmp_ok($p_takeovers, '>', 0, "$r: takeovers happened ($p_takeovers)");
+	# a worker whose session was ended right after a fenced write cannot log
+	# it to fenced_log, so the workers' own count is the reference
+	cmp_ok($p->{fenced}, '>', 0, "$r: writes were fenced ($p->{fenced})");
+	cmp_ok($p_fenced, '>', 0, "$r: fenced writes were logged ($p_fenced)");
+	cmp_ok($p_fenced, '<=', $p->{fenced}, "$r: no fenced write logged that the workers did not see");
+	# in the after form, an UPDATE under fence_begin without the token in
+	# its SET list would be 5F003 here
+	is($p->{fother}, 0, "$r: no fenced error other than 5F001/5F002");
+	ok(!$node->log_contains('terminated by signal', $log_offset), "$r: no backend crashed");
+
+	push @summary, "protected, $form form, ${form_seconds}s: claims=$p->{claims} freezes=$p->{freezes}"
+	  . " takeovers=$p_takeovers accepted_writes=$p_writes fenced=$p->{fenced} (5F001=$p->{f5F001} 5F002=$p->{f5F002})"
+	  . " pauses=$p->{pauses} reconnects=$p->{reconnects} other_errors=$p->{other}"
+	  . " lost_updates=$p_lost stale_appends=$p_stale stale_counter_writes=$p_stale_acc epoch_backwards=$p_back";
+}
 
 # --- the control run: same workload, unprotected copies, no token ---
-my $c = chaos_run('c-', '_ctl', 1, $control_seconds);
+my $c = chaos_run('c-', '_ctl', 1, $control_seconds, 0);
 note(join ' ', map { "$_=$c->{$_}" } sort keys %$c);
 my $c_takeovers = takeovers('c-');
 my $c_lost = lost_updates('_ctl');
@@ -273,10 +317,7 @@ cmp_ok($c_lost, '>', 0, "control run: updates were lost ($c_lost)");
 
 my $summary =
 	"chaos seed=$seed workers=$workers jobs=$jobs lease=${lease_ms}ms\n"
-  . "protected ${protected_seconds}s: claims=$p->{claims} freezes=$p->{freezes}"
-  . " takeovers=$p_takeovers accepted_writes=$p_writes fenced=$p->{fenced} (5F001=$p->{f5F001} 5F002=$p->{f5F002})"
-  . " pauses=$p->{pauses} reconnects=$p->{reconnects} other_errors=$p->{other}"
-  . " lost_updates=$p_lost stale_appends=$p_stale stale_counter_writes=$p_stale_acc epoch_backwards=$p_back\n"
+  . join('', map { "$_\n" } @summary)
   . "control ${control_seconds}s: claims=$c->{claims} freezes=$c->{freezes}"
   . " takeovers=$c_takeovers accepted_writes=$c->{writes} lost_updates=$c_lost"
   . " stale_appends=$c_stale epoch_backwards=$c_back";

@@ -16,8 +16,17 @@
 #     by PostgreSQL's definition, and that is only reported);
 #   - counters and the ledger agree (each write commits both or neither);
 #   - once the leases have run out, every job can be claimed again.
+# Both forms of the guard (FenceTest::fence_forms) run in every round: the
+# clients take turns, client 0, 2, ... writing counters and ledger (the
+# default form), client 1, 3, ... counters_after and ledger_after (the after
+# form, fence_load -a: its UPDATE writes the token into writer_epoch, as that
+# form does not stamp).  Every kind of client thus writes both forms, and
+# the jobs (one claim space) are shared between them; counters and ledger
+# must agree in each form, and the after form's tables must have taken
+# acknowledged commits.
 #
-# FENCE_SOAK=1: many more rounds.
+# FENCE_SOAK=1: many more rounds.  FENCE_FORMS=after (or before) runs one
+# form only.
 
 use strict;
 use warnings FATAL => 'all';
@@ -35,6 +44,8 @@ use Time::HiRes qw(time sleep);
 my $rounds = $ENV{FENCE_CRASH_ROUNDS} // (soak() ? 60 : 8);
 my $jobs = 40;
 my $lease_ms = 500;
+my @forms = fence_forms();
+my %suffix = (before => '', after => '_after');
 my $seed = $ENV{FENCE_SEED} // int(time) % 100000;
 srand($seed);
 note("seed $seed (set FENCE_SEED to repeat)");
@@ -52,10 +63,19 @@ CREATE TABLE ledger (client int, seq bigint, job text NOT NULL,
                      token bigint NOT NULL, kind text NOT NULL,
                      writer_epoch bigint NOT NULL DEFAULT 0,
                      PRIMARY KEY (client, seq));
+CREATE TABLE counters_after (LIKE counters INCLUDING ALL);
+CREATE TABLE ledger_after (LIKE ledger INCLUDING ALL);
 INSERT INTO counters (id) SELECT g FROM generate_series(1, $jobs) g;
-SELECT fence_protect('counters');
-SELECT fence_protect('ledger', 'writer_epoch', 'repeat');
-});
+INSERT INTO counters_after (id) SELECT g FROM generate_series(1, $jobs) g;
+}
+	  . join("\n", map {
+			  (protect_sql("counters$suffix{$_}", $_),
+			   protect_sql("ledger$suffix{$_}", $_, 'writer_epoch', 'repeat')) } @forms));
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(format('%s %s %s', relation, mode, form), ', ' ORDER BY relation::text)
+		    FROM fence_protected}),
+	join(', ', sort map { ("counters$suffix{$_} strict $_", "ledger$suffix{$_} repeat $_") } @forms),
+	'each protected table is registered in its form');
 
 my $logdir = PostgreSQL::Test::Utils::tempdir('crash_logs');
 my $max_seen = 0;          # greatest token seen by anyone before the last crash
@@ -64,6 +84,7 @@ my %seen_token;            # token => "round/kind" (a token seen twice = reissue
 my (%count, %kind_tokens);
 $count{$_} = 0 for qw(crashes tokens commits lost_commits in_doubt in_doubt_committed
   async_commits async_lost reissued below_max probes);
+$count{"commits $_"} = 0 for @forms;    # acknowledged, of every kind
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
 
@@ -73,16 +94,19 @@ for my $round (1 .. $rounds)
 	    $round % 3 == 1 ? qw(c c u u a a)
 	  : $round % 3 == 2 ? qw(a a a a)
 	  :                   qw(u u u u);
-	my (@h, @log, @out, @err);
+	my (@h, @log, @out, @err, %form_of_client);
 	my $connstr = $node->connstr('postgres') . ' connect_timeout=5';
 	for my $i (0 .. $#kinds)
 	{
 		my $client = $round * 100 + $i;
+		my $form = $forms[ $i % @forms ];
+		$form_of_client{$client} = $form;
 		$log[$i] = "$logdir/round$round-client$i.log";
 		push @h, IPC::Run::start(
 			[ $bin, 'crash', '-d', $connstr, '-w', $client, '-j', $jobs,
 			  '-P', 'job-', '-t', 120, '-l', $lease_ms, '-k', $kinds[$i],
-			  '-r', $seed + $round, '-o', $log[$i] ],
+			  '-r', $seed + $round, '-o', $log[$i], '-s', $suffix{$form},
+			  ($form eq 'after' ? ('-a') : ()) ],
 			'>', \$out[$i], '2>', \$err[$i]);
 	}
 
@@ -104,7 +128,7 @@ for my $round (1 .. $rounds)
 	}
 	for my $i (0 .. $#kinds)
 	{
-		note("round $round client $i ($kinds[$i]): $out[$i] $err[$i]");
+		note("round $round client $i ($kinds[$i], $forms[$i % @forms] form): $out[$i] $err[$i]");
 	}
 
 	# what the clients saw before the crash
@@ -171,12 +195,14 @@ for my $round (1 .. $rounds)
 		"round $round: no claim holds a token above the counter");
 
 	# acknowledged commits
-	my %ledger = map { $_ => 1 } split /\n/,
-	  q1("SELECT client || '/' || seq FROM ledger WHERE client / 100 = $round");
+	my %ledger = map { $_ => 1 } split /\n/, q1(join(' UNION ALL ',
+			map { "SELECT client || '/' || seq FROM ledger$suffix{$_} WHERE client / 100 = $round" }
+			  @forms));
 	my ($lost, $async, $async_lost) = (0, 0, 0);
 	for my $c (@commits)
 	{
 		my ($client, $seq, $kind) = @$c;
+		$count{"commits $form_of_client{$client}"}++;
 		if ($kind eq 'a')
 		{
 			$async++;
@@ -194,9 +220,13 @@ for my $round (1 .. $rounds)
 	$count{in_doubt} += keys %pending;
 	$count{in_doubt_committed} += grep { $ledger{$_} } keys %pending;
 	is($lost, 0, "round $round: no acknowledged commit lost (" . scalar(@commits) . " acknowledged)");
-	is(q1(qq{SELECT count(*) FROM counters c
-	          WHERE n <> (SELECT count(*) FROM ledger l WHERE l.job = 'job-' || c.id)}),
-		0, "round $round: counters and ledger agree");
+	for my $form (@forms)
+	{
+		my $sfx = $suffix{$form};
+		is(q1(qq{SELECT count(*) FROM counters$sfx c
+		          WHERE n <> (SELECT count(*) FROM ledger$sfx l WHERE l.job = 'job-' || c.id)}),
+			0, "round $round: counters$sfx and ledger$sfx agree ($form form)");
+	}
 
 	# once the leases are over every job is free again
 	sleep $lease_ms / 1000 + 0.3;
@@ -228,6 +258,13 @@ for my $i (1 .. (soak() ? 10 : 3))
 }
 
 ok(!$node->log_contains('terminated by signal'), 'no backend crashed on its own');
+for my $form (@forms)
+{
+	cmp_ok($count{"commits $form"}, '>', 0,
+		"the $form form's tables took acknowledged commits (" . $count{"commits $form"} . ')');
+	cmp_ok(q1("SELECT count(*) FROM ledger$suffix{$form}"), '>', 0,
+		"... and their ledger$suffix{$form} holds rows");
+}
 is($count{reissued}, 0, 'no token was received twice');
 is($count{below_max}, 0, 'no token went backwards across a crash');
 
@@ -237,7 +274,9 @@ my $summary = "crash rounds=$rounds (server stopped in immediate mode $count{cra
   . " acknowledged_commits=$count{commits} lost=$count{lost_commits}"
   . " in_doubt=$count{in_doubt} (committed: $count{in_doubt_committed})"
   . " async_commits=$count{async_commits} (lost by synchronous_commit=off: $count{async_lost})"
-  . " tokens_below_max=$count{below_max} reissued=$count{reissued}";
+  . " tokens_below_max=$count{below_max} reissued=$count{reissued}"
+  . "; acknowledged commits per form: "
+  . join(' ', map { "$_=" . $count{"commits $_"} } @forms);
 diag($summary);
 
 $node->stop;

@@ -7,9 +7,13 @@
 # The source has an ordinary protected table (strict), a protected
 # partitioned table (repeat) with a partition that is itself partitioned,
 # and a protected table whose schema, name and epoch column need quoting
-# (shared); rows written through the guard with tokens, live claims, a
-# released claim, a superseded token and a token issued by a claim that
-# rolled back (so the counter is above every token stored in fence_claims).
+# (shared); in the after form of the guard (zz_fence_guard for INSERT OR
+# DELETE, zz_fence_guard_update AFTER UPDATE with fence's WHEN clause), an
+# ordinary table (strict) with an unprotected twin and a partitioned table
+# (shared) with a partition that is itself partitioned; rows written through
+# the guard with tokens, live claims, a released claim, a superseded token
+# and a token issued by a claim that rolled back (so the counter is above
+# every token stored in fence_claims).
 #
 # Restores, each into a fresh database, each must exit 0 with nothing on
 # stderr:
@@ -37,6 +41,17 @@
 # and partitions is refused (5F005), also in replica mode; partitions
 # created (at both levels, and in another schema) or attached after the
 # restore get both triggers ENABLE ALWAYS and refuse TRUNCATE.
+# The after form, after each restore: fence_protected, rebuilt from the
+# dump's triggers, registers every member of its tables in form 'after' with
+# its mode; each has zz_fence_guard, zz_fence_guard_update and
+# zz_fence_truncate ENABLE ALWAYS; fence_audit() reports no error; a
+# superseded or released token's UPDATE is fenced (5F001) on both tables,
+# while on the twin the same stale UPDATE lands and sends the epoch
+# backwards; current tokens update (through the statement, and under
+# fence_begin into both levels of partitions and across partitions); an
+# UPDATE under fence_begin that leaves the epoch alone is refused (5F003:
+# the after form does not stamp, which the default form would); a
+# partition created after the restore gets the after form's three triggers.
 
 use strict;
 use warnings FATAL => 'all';
@@ -141,10 +156,45 @@ CREATE SCHEMA "Ops";
 CREATE TABLE "Ops"."Stock Levels" (site text PRIMARY KEY, level int NOT NULL,
                                    "Epoch" bigint NOT NULL DEFAULT 0);
 SELECT fence_protect('"Ops"."Stock Levels"', 'Epoch', 'shared');
+-- the after form: UPDATEs checked in an AFTER UPDATE trigger's WHEN clause
+CREATE TABLE tally (name text PRIMARY KEY, n int NOT NULL,
+                    writer_epoch bigint NOT NULL DEFAULT 0);
+CREATE TABLE tally_plain (LIKE tally INCLUDING ALL);    -- the twin, unprotected
+CREATE TABLE shipments (region text NOT NULL, id int NOT NULL, state text,
+                        writer_epoch bigint NOT NULL DEFAULT 0,
+                        PRIMARY KEY (region, id)) PARTITION BY LIST (region);
+CREATE TABLE shipments_eu PARTITION OF shipments FOR VALUES IN ('eu');
+CREATE TABLE shipments_us PARTITION OF shipments FOR VALUES IN ('us')
+  PARTITION BY RANGE (id);
+CREATE TABLE shipments_us_low PARTITION OF shipments_us FOR VALUES FROM (MINVALUE) TO (1000);
+CREATE TABLE shipments_us_high PARTITION OF shipments_us FOR VALUES FROM (1000) TO (MAXVALUE);
+SELECT fence_protect('tally', form => 'after');
+SELECT fence_protect('shipments', mode => 'shared', form => 'after');
 });
 
 my @protected = ('"Ops"."Stock Levels"',
 	qw(events events_eu events_us events_us_high events_us_low inventory));
+my @protected_after =
+  qw(shipments shipments_eu shipments_us shipments_us_high shipments_us_low tally);
+# what fence_protected must hold for the after form's tables
+my $after_registry = join("\n",
+	(map { "$_ writer_epoch shared after" } grep { /^shipments/ } @protected_after),
+	'tally writer_epoch strict after');
+my $after_registry_sql = q{
+SELECT string_agg(format('%s %s %s %s', relation, epoch_column, mode, form), E'\n'
+                  ORDER BY relation::text)
+  FROM fence_protected WHERE relation::text LIKE ANY (ARRAY['tally%', 'shipments%'])};
+my $after_triggers_sql = q{
+SELECT string_agg(format('%s %s %s', tgrelid::regclass, tgname, tgenabled), E'\n'
+                  ORDER BY tgrelid::regclass::text, tgname)
+  FROM pg_trigger
+ WHERE tgrelid::regclass::text LIKE ANY (ARRAY['tally%', 'shipments%']) AND NOT tgisinternal};
+my $after_triggers = join("\n",
+	map { ("$_ zz_fence_guard A", "$_ zz_fence_guard_update A", "$_ zz_fence_truncate A") }
+	  @protected_after);
+my $audit_errors_sql = q{
+SELECT coalesce(string_agg(format('%s %s: %s', severity, relation, problem), E'\n'), 'none')
+  FROM fence_audit() WHERE severity = 'error'};
 
 # inventory and stock levels: loaded inside a fence_begin transaction; the
 # claim stays live
@@ -154,7 +204,9 @@ BEGIN;
 SELECT fence_begin('load:inventory', $t_inv);
 INSERT INTO inventory (sku, quantity) VALUES ('sku-1', 10), ('sku-2', 20), ('sku-3', 30);
 INSERT INTO "Ops"."Stock Levels" (site, level) VALUES ('north', 1), ('south', 2);
+INSERT INTO tally (name, n) VALUES ('a', 1), ('b', 2);
 COMMIT;
+INSERT INTO tally_plain SELECT * FROM tally;
 });
 
 # events: the epoch rides on the write, into every leaf partition; the claim
@@ -164,6 +216,9 @@ q1('src', qq{
 INSERT INTO events (region, id, payload, writer_epoch) VALUES
   ('eu', 1, 'a', $t_ev), ('eu', 2, 'b', $t_ev),
   ('us', 5, 'c', $t_ev), ('us', 1500, 'd', $t_ev);
+INSERT INTO shipments (region, id, state, writer_epoch) VALUES
+  ('eu', 1, 'packed', $t_ev), ('eu', 2, 'packed', $t_ev),
+  ('us', 5, 'packed', $t_ev), ('us', 1500, 'packed', $t_ev);
 });
 is(q1('src', "SELECT fence_release('load:events', $t_ev)"), 't',
 	'source: the events loader releases its claim');
@@ -175,6 +230,8 @@ BEGIN;
 SELECT fence_begin('enrich', $t_en);
 UPDATE events SET payload = payload || '+' WHERE region = 'us';
 UPDATE events SET payload = payload || '+' WHERE id = 1500;
+-- the after form does not stamp: the token goes into the SET list
+UPDATE shipments SET state = state || '+', writer_epoch = $t_en WHERE region = 'us';
 COMMIT;
 });
 
@@ -183,6 +240,8 @@ my $s1 = q1('src', q{SELECT fence_claim('job-s', '1 hour', 'w1')});
 q1('src', "SELECT fence_release('job-s', $s1)");
 my $s2 = q1('src', q{SELECT fence_claim('job-s', '1 hour', 'w2')});
 q1('src', qq{UPDATE inventory SET quantity = 11, writer_epoch = $s2 WHERE sku = 'sku-1'});
+q1('src', qq{UPDATE tally SET n = 11, writer_epoch = $s2 WHERE name = 'a'});
+q1('src', qq{UPDATE tally_plain SET n = 11, writer_epoch = $s2 WHERE name = 'a'});
 
 # restock: the newest live claim, used by the restored databases
 my $t_re = q1('src', q{SELECT fence_claim('restock', '1 hour', 'w3')});
@@ -192,6 +251,13 @@ q1('src', q{BEGIN; SELECT fence_claim('rolled-back', '1 hour'); ROLLBACK;});
 
 is(sqlstate('src', "UPDATE inventory SET quantity = 0, writer_epoch = $s1 WHERE sku = 'sku-2'"),
 	'5F001', 'source: a superseded token is fenced');
+is(sqlstate('src', "UPDATE tally SET n = 0, writer_epoch = $s1 WHERE name = 'a'"),
+	'5F001', 'source: a superseded token is fenced on the after form\'s table');
+is(q1('src', $after_registry_sql), $after_registry,
+	'source: fence_protected registers the after form\'s tables in form after');
+is(q1('src', $after_triggers_sql), $after_triggers,
+	'source: the after form\'s tables have its three triggers, ENABLE ALWAYS');
+is(q1('src', $audit_errors_sql), 'none', 'source: fence_audit reports no error');
 
 # what every restore must reproduce
 # (sorted in Perl: the expected list below is too)
@@ -216,11 +282,15 @@ my %content_sql = (
 	stock_levels => q{SELECT string_agg(t::text, E'\n' ORDER BY t.site) FROM "Ops"."Stock Levels" t},
 	events => q{SELECT string_agg(format('%s %s', t.tableoid::regclass, t), E'\n'
 	                             ORDER BY t.region, t.id) FROM events t},
+	tally => q{SELECT string_agg(t::text, E'\n' ORDER BY t.name) FROM tally t},
+	tally_plain => q{SELECT string_agg(t::text, E'\n' ORDER BY t.name) FROM tally_plain t},
+	shipments => q{SELECT string_agg(format('%s %s', t.tableoid::regclass, t), E'\n'
+	                                ORDER BY t.region, t.id) FROM shipments t},
 	fence_claims => q{SELECT string_agg(t::text, E'\n' ORDER BY t.job) FROM fence_claims t},
 	fence_token_seq => q{SELECT format('%s %s', last_value, is_called) FROM fence_token_seq},
 	# the registry of protected relations is not dumped: the guards the
 	# restore creates rebuild it, every partition included
-	fence_protected => q{SELECT string_agg(format('%s %s %s', relation, epoch_column, mode), E'\n'
+	fence_protected => q{SELECT string_agg(format('%s %s %s %s', relation, epoch_column, mode, form), E'\n'
 	                                ORDER BY relation::text) FROM fence_protected},
 );
 
@@ -233,8 +303,10 @@ my $src_max_token = q1('src', 'SELECT max(token) FROM fence_claims');
 my $src_last = q1('src', 'SELECT last_value FROM fence_token_seq');
 
 is($src{triggers},
-	join("\n", sort map { ("$_ zz_fence_guard A", "$_ zz_fence_truncate A") } @protected),
-	'source: every member of both trees has both triggers, ENABLE ALWAYS');
+	join("\n", sort((map { ("$_ zz_fence_guard A", "$_ zz_fence_truncate A") } @protected),
+			(map { ("$_ zz_fence_guard A", "$_ zz_fence_guard_update A", "$_ zz_fence_truncate A") }
+				@protected_after))),
+	'source: every member of the trees has its form\'s triggers, ENABLE ALWAYS');
 cmp_ok($src_last, '>', $src_max_token,
 	'source: the counter is above every token stored in fence_claims');
 is(q1('src', 'SELECT count(*) FROM fence_claims WHERE released'), 1,
@@ -323,6 +395,46 @@ sub check_restored
 		'5F005', "$what: TRUNCATE of a sub-partition is refused in replica mode");
 	is(q1($db, 'SELECT count(*) FROM events'), 5, "$what: no row was lost to a TRUNCATE");
 
+	# the after form
+	is(q1($db, $after_registry_sql), $after_registry,
+		"$what: fence_protected registers the after form's tables in form after, with their modes");
+	is(q1($db, $after_triggers_sql), $after_triggers,
+		"$what: the after form's tables have zz_fence_guard, zz_fence_guard_update and zz_fence_truncate, ENABLE ALWAYS");
+	is(q1($db, $audit_errors_sql), 'none', "$what: fence_audit reports no error");
+	is(sqlstate($db, "UPDATE tally SET n = 0, writer_epoch = $s1 WHERE name = 'a'"),
+		'5F001', "$what: after form: a superseded token's UPDATE is fenced");
+	is(sqlstate($db, "UPDATE tally_plain SET n = 0, writer_epoch = $s1 WHERE name = 'a'"),
+		'ok', "$what: after form (twin): the same stale UPDATE of the unprotected table goes through");
+	is(q1($db, "SELECT format('%s %s', n, writer_epoch) FROM tally_plain WHERE name = 'a'"),
+		"0 $s1", "$what: after form (twin): ... overwriting the newer execution's write, epoch backwards");
+	is(q1($db, "SELECT format('%s %s', n, writer_epoch) FROM tally WHERE name = 'a'"),
+		"11 $s2", "$what: after form: the protected row keeps the newer execution's write");
+	is(sqlstate($db, "UPDATE tally SET n = n + 1, writer_epoch = $t_re WHERE name = 'a'"),
+		'ok', "$what: after form: the live claim from before the dump updates with its token");
+	is(q1($db, "SELECT format('%s %s', n, writer_epoch) FROM tally WHERE name = 'a'"),
+		"12 $t_re", "$what: after form: ... and the row holds its write and token");
+	is(sqlstate($db, "BEGIN; SELECT fence_begin('restock', $t_re);"
+		  . " UPDATE tally SET n = n + 1 WHERE name = 'b'; COMMIT;"),
+		'5F003', "$what: after form: an UPDATE under fence_begin that leaves the epoch alone is refused (no stamping)");
+	# (on rows enrich wrote: where the row still holds the very token, the
+	# WHEN clause sees an unchanged epoch, which is no token, 5F003)
+	is(sqlstate($db, "UPDATE shipments SET state = 'late', writer_epoch = $t_ev WHERE region = 'us'"),
+		'5F001', "$what: after form: the released claim's token is fenced on a partition");
+	is(sqlstate($db, "UPDATE shipments_us_low SET state = 'late', writer_epoch = $s1"),
+		'5F001', "$what: after form: a superseded token is fenced on a sub-partition");
+	is(sqlstate($db, "SET session_replication_role = replica;"
+		  . " UPDATE shipments SET state = 'x' WHERE region = 'eu'"),
+		'5F003', "$what: after form: an UPDATE without a token is refused, also in replica mode");
+	is(sqlstate($db, "BEGIN; SELECT fence_begin('after-restore', $next);"
+		  . " UPDATE shipments SET state = 'sent', writer_epoch = $next WHERE id IN (1, 1500);"
+		  . " UPDATE shipments SET region = 'us', writer_epoch = $next WHERE region = 'eu' AND id = 2;"
+		  . " COMMIT;"),
+		'ok', "$what: after form: the new claim updates both levels of partitions and moves a row across them");
+	is(q1($db, "SELECT string_agg(format('%s %s %s', tableoid::regclass, id, state), ',' ORDER BY region, id)"
+		  . " FROM shipments WHERE writer_epoch = $next"),
+		'shipments_eu 1 sent,shipments_us_low 2 packed,shipments_us_high 1500 sent',
+		"$what: after form: ... and its rows hold its token");
+
 	# partitions created after the restore
 	q1($db, q{
 CREATE TABLE "Ops"."Events AP" PARTITION OF events FOR VALUES IN ('ap');
@@ -340,6 +452,23 @@ ALTER TABLE events ATTACH PARTITION events_sa FOR VALUES IN ('sa');
 	}
 	is(sqlstate($db, "INSERT INTO events VALUES ('ap', 1, 'no token', 0)"),
 		'5F003', "$what: a write without a token into the new partition is refused");
+
+	q1($db, q{CREATE TABLE shipments_ap PARTITION OF shipments FOR VALUES IN ('ap')});
+	is(q1($db, "SELECT string_agg(format('%s %s', tgname, tgenabled), ', ' ORDER BY tgname)"
+		  . " FROM pg_trigger WHERE tgrelid = 'shipments_ap'::regclass AND NOT tgisinternal"),
+		'zz_fence_guard A, zz_fence_guard_update A, zz_fence_truncate A',
+		"$what: after form: a partition created after the restore has the three triggers ENABLE ALWAYS");
+	is(q1($db, q{SELECT format('%s %s', mode, form) FROM fence_protected
+	              WHERE relation = 'shipments_ap'::regclass}),
+		'shared after', "$what: after form: ... and is registered in form after");
+	is(sqlstate($db, "BEGIN; SELECT fence_begin('after-restore', $next);"
+		  . " INSERT INTO shipments VALUES ('ap', 1, 'packed', 0); COMMIT;"),
+		'ok', "$what: after form: the new claim writes into the new partition");
+	is(sqlstate($db, "UPDATE shipments SET state = 'late', writer_epoch = $s1 WHERE region = 'ap'"),
+		'5F001', "$what: after form: a superseded token's UPDATE of the new partition is fenced");
+	is(sqlstate($db, "BEGIN; SELECT fence_begin('restock', $t_re);"
+		  . " UPDATE shipments SET state = 'sent' WHERE region = 'ap'; COMMIT;"),
+		'5F003', "$what: after form: an UPDATE of the new partition that leaves the epoch alone is refused");
 }
 
 my @restores = (

@@ -25,7 +25,15 @@
 #   supersede old ones; partitions created after the update (at both
 #   levels) or attached are covered; fence_stats and fence_status cover the
 #   claims made under 1.0, and fence_prune deletes the released ones while
-#   fence_stats keeps counting them.
+#   fence_stats keeps counting them.  The tables protected under 1.0 are
+#   registered in form 'before' (the restored 1.0 dump's too).  The after
+#   form, new in 1.1, works in the upgraded database: fence_protect(...,
+#   form => 'after') protects a new table and switches one protected under
+#   1.0; both are registered in form 'after' with the after form's triggers;
+#   a superseded token's UPDATE is fenced (5F001), also one superseded before
+#   the update, while on an unprotected twin the same stale UPDATE lands; a
+#   current token updates; an UPDATE under fence_begin that leaves the epoch
+#   alone is refused (5F003: the form does not stamp).
 # The upgraded database's fence objects equal those of a fresh CREATE
 # EXTENSION at 1.1: the extension's members, every function's signature,
 # defaults, result, language, volatility, strictness, parallel safety,
@@ -247,6 +255,10 @@ is(sqlstate('from10', 'TRUNCATE events_us_high'), '5F005', "$r: TRUNCATE of a pa
 q1('from10', $late_partitions_sql);
 is(covered('from10', @late), expect_covered(@late),
 	"$r: partitions created or attached after the restore get both triggers ENABLE ALWAYS");
+is(q1('from10', q{SELECT string_agg(format('%s %s', relation, form), ' ' ORDER BY relation::text)
+                    FROM fence_protected}),
+	join(' ', map { "$_ before" } sort(@initial, 'events_us_high', @late)),
+	"$r: its protected tables are registered in form before");
 
 # ---------------------------------------------------------------------------
 # the update
@@ -266,6 +278,10 @@ is(q1($db, $seq_sql), $seq_before, "$u: the counter is unchanged");
 is(q1($db, $rows_sql), $rows_before, "$u: the protected rows are unchanged");
 is(covered($db, @$window_rels), expect_covered(@$window_rels),
 	"$u: every guard and truncate trigger is there, ENABLE ALWAYS");
+is(q1($db, q{SELECT string_agg(format('%s %s', relation, form), ' ' ORDER BY relation::text)
+               FROM fence_protected}),
+	join(' ', map { "$_ before" } sort @$window_rels),
+	"$u: the tables protected under 1.0 are registered in form before");
 is(q1($db, q{SELECT string_agg(relation::text, ' ' ORDER BY relation::text) FROM fence_protected}),
 	q1($db, q{SELECT string_agg(DISTINCT tgrelid::regclass::text, ' ' ORDER BY tgrelid::regclass::text)
 	            FROM pg_trigger WHERE tgfoid = 'fence_guard'::regproc}),
@@ -341,6 +357,55 @@ is(sqlstate($db, "INSERT INTO events VALUES ('ap', 1, 'no token', 0)"),
 	'5F003', "$u: a write without a token into a new partition is refused");
 is(sqlstate($db, "INSERT INTO events VALUES ('us', 2500, 'new', $c2)"),
 	'ok', "$u: a current token writes into a new sub-partition");
+
+# the after form, new in 1.1: a new table, and a table protected under 1.0
+# switched to it (the same in the fresh database, for the comparison below)
+my $after_sql = q{
+CREATE TABLE tally (name text PRIMARY KEY, n int NOT NULL,
+                    writer_epoch bigint NOT NULL DEFAULT 0);
+CREATE TABLE tally_plain (LIKE tally INCLUDING ALL);    -- the twin, unprotected
+SELECT fence_protect('tally', form => 'after');
+SELECT fence_protect('inventory', form => 'after');
+};
+is(sqlstate($db, $after_sql), 'ok', "$u: fence_protect(..., form => 'after') works");
+q1('fresh', $after_sql);
+is(q1($db, q{SELECT string_agg(format('%s %s %s', relation, mode, form), ' ' ORDER BY relation::text)
+               FROM fence_protected WHERE relation IN ('tally'::regclass, 'inventory'::regclass)}),
+	'inventory strict after tally strict after', "$u: both are registered in form after");
+is(q1($db, q{SELECT string_agg(format('%s %s %s', tgrelid::regclass, tgname, tgenabled), ' '
+                               ORDER BY tgrelid::regclass::text, tgname)
+               FROM pg_trigger WHERE tgrelid IN ('tally'::regclass, 'inventory'::regclass)
+                AND NOT tgisinternal}),
+	join(' ', map { ("$_ zz_fence_guard A", "$_ zz_fence_guard_update A", "$_ zz_fence_truncate A") }
+	  qw(inventory tally)),
+	"$u: ... with the after form's three triggers, ENABLE ALWAYS");
+is(q1($db, q{SELECT count(*) FROM fence_audit() WHERE severity = 'error'}), 0,
+	"$u: fence_audit reports no error");
+my $t1 = q1($db, q{SELECT fence_claim('job-t', '1 hour', 'w7')});
+q1($db, qq{INSERT INTO tally VALUES ('a', 1, $t1), ('b', 2, $t1);
+INSERT INTO tally_plain SELECT * FROM tally;
+SELECT fence_release('job-t', $t1);});
+my $t2 = q1($db, q{SELECT fence_claim('job-t', '1 hour', 'w8')});
+is(sqlstate($db, "UPDATE tally SET n = 10, writer_epoch = $t2 WHERE name = 'a'"),
+	'ok', "$u: after form: a current token updates with its token in the SET list");
+q1($db, "UPDATE tally_plain SET n = 10, writer_epoch = $t2 WHERE name = 'a'");
+is(sqlstate($db, "UPDATE tally SET n = 2, writer_epoch = $t1 WHERE name = 'a'"),
+	'5F001', "$u: after form: a stale UPDATE (its token superseded) is fenced");
+is(sqlstate($db, "UPDATE tally_plain SET n = 2, writer_epoch = $t1 WHERE name = 'a'"),
+	'ok', "$u: after form (twin): the same stale UPDATE of the unprotected table goes through");
+is(q1($db, q{SELECT format('%s %s', t.n, p.n) FROM tally t JOIN tally_plain p USING (name)
+              WHERE name = 'a'}),
+	'10 2', "$u: after form: the protected row keeps the newer write; the twin lost it");
+is(sqlstate($db, "UPDATE tally SET n = 0, writer_epoch = $b1 WHERE name = 'b'"),
+	'5F001', "$u: after form: a token superseded before the update is fenced");
+is(sqlstate($db, "UPDATE inventory SET quantity = 0, writer_epoch = $b1 WHERE sku = 'sku-2'"),
+	'5F001', "$u: after form, on the table protected under 1.0: a superseded token is fenced");
+is(sqlstate($db, "BEGIN; SELECT fence_begin('job-t', $t2);"
+	  . " UPDATE inventory SET quantity = quantity + 1 WHERE sku = 'sku-2'; COMMIT;"),
+	'5F003', "$u: after form: an UPDATE under fence_begin that leaves the epoch alone is refused");
+is(sqlstate($db, "BEGIN; SELECT fence_begin('job-t', $t2);"
+	  . " UPDATE inventory SET quantity = quantity + 1, writer_epoch = $t2 WHERE sku = 'sku-2'; COMMIT;"),
+	'ok', "$u: after form: ... and passes with the bound token in its SET list");
 
 # ---------------------------------------------------------------------------
 # the upgraded database against a fresh 1.1

@@ -19,6 +19,18 @@ A started throwaway cluster with fence created in database postgres.
 
 True when FENCE_SOAK is set: the tests then run longer and harder.
 
+=item fence_forms()
+
+The forms of fence's guard a test runs its scenarios against: C<before>
+(the default form, fence_guard before the row) and C<after> (UPDATEs checked
+in the WHEN clause of an AFTER UPDATE trigger, doc/fence.md 4).
+FENCE_FORMS=after (or before) limits a run to one of them.
+
+=item protect_sql(table, form, [epoch_column, [mode]])
+
+The SELECT fence_protect(...) that protects the table in that form (for
+C<before>, the call without a form: the default).
+
 =item build_fence_load()
 
 Compiles test/chaos/fence_load.c with pg_config's libpq and returns the
@@ -49,7 +61,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-our @EXPORT = qw(fence_node soak build_fence_load proc_state);
+our @EXPORT = qw(fence_node soak fence_forms protect_sql build_fence_load proc_state);
 
 # fault-test ports, from /work/notes/CONVENTIONS.md: 54330-54339
 my $port_base = $ENV{FENCE_TEST_PORT_BASE} // 54330;
@@ -57,6 +69,28 @@ my $port_base = $ENV{FENCE_TEST_PORT_BASE} // 54330;
 sub soak
 {
 	return $ENV{FENCE_SOAK} ? 1 : 0;
+}
+
+sub fence_forms
+{
+	my @all = ('before', 'after');
+	return @all unless $ENV{FENCE_FORMS};
+	my %want = map { $_ => 1 } split /[\s,]+/, $ENV{FENCE_FORMS};
+	my @forms = grep { $want{$_} } @all;
+	die "FENCE_FORMS=$ENV{FENCE_FORMS} names no form (before, after)"
+	  unless @forms;
+	return @forms;
+}
+
+sub protect_sql
+{
+	my ($table, $form, $column, $mode) = @_;
+	$column //= 'writer_epoch';
+	$mode //= 'strict';
+	die "unknown form $form" unless $form eq 'before' || $form eq 'after';
+	# the before form is the default: its call stays the one without a form
+	return "SELECT fence_protect('$table', '$column', '$mode'"
+	  . ($form eq 'after' ? ", form => 'after'" : '') . ');';
 }
 
 sub fence_node

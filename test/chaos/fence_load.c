@@ -16,7 +16,12 @@
  *	crash	claims and guarded writes while the test stops the server in
  *			immediate mode; every token received and every acknowledged
  *			commit is appended to a log file at once, so the test can check
- *			them against the server after the restart.
+ *			them against the server after the restart.  With -s the tables
+ *			are counters<suffix> and ledger<suffix>.
+ *
+ * -a: the tables are protected in the after form of the guard, which does
+ * not stamp UPDATEs: every UPDATE writes its token into writer_epoch, also
+ * under fence_begin (without -a, that UPDATE relies on the guard's stamp).
  *
  * Build: cc -O2 -I$(pg_config --includedir) fence_load.c -L$(pg_config --libdir) -lpq
  *
@@ -42,6 +47,7 @@ static int	njobs = 100;
 static const char *prefix = "job-";
 static const char *suffix = "";
 static int	unprotected = 0;
+static int	after_form = 0;
 static double run_seconds = 10;
 static int	lease_ms = 300;
 static unsigned int seed = 0;
@@ -344,11 +350,14 @@ chaos_iteration(void)
 		p[1] = stok;
 		if (!run_ok("SELECT fence_begin($1, $2)", 2, p))
 			goto write_failed;
+		/* the guard stamps the row; the after form needs the token written */
 		snprintf(sql, sizeof(sql),
-				 "UPDATE counters%s SET n = $1 WHERE id = $2", suffix);
+				 after_form ? "UPDATE counters%s SET n = $1, writer_epoch = $3 WHERE id = $2"
+				 : "UPDATE counters%s SET n = $1 WHERE id = $2", suffix);
 		p[0] = sval;
 		p[1] = sjob;
-		if (!run_ok(sql, 2, p))
+		p[2] = stok;
+		if (!run_ok(sql, after_form ? 3 : 2, p))
 			goto write_failed;
 	}
 	else
@@ -460,7 +469,7 @@ static int
 crash_iteration(long *seq)
 {
 	char		job[128], sjob[32], stok[32], slease[64], sseq[32], sclient[32],
-				skind[2];
+				skind[2], sql[256];
 	const char *p[6];
 	PGresult   *res;
 	long long	token;
@@ -508,15 +517,21 @@ crash_iteration(long *seq)
 	if (!run_ok("SELECT fence_begin($1, $2)", 2, p))
 		goto failed;
 	p[0] = sjob;
-	if (!run_ok("UPDATE counters SET n = n + 1 WHERE id = $1", 1, p))
+	p[1] = stok;
+	snprintf(sql, sizeof(sql),
+			 after_form ? "UPDATE counters%s SET n = n + 1, writer_epoch = $2 WHERE id = $1"
+			 : "UPDATE counters%s SET n = n + 1 WHERE id = $1", suffix);
+	if (!run_ok(sql, after_form ? 2 : 1, p))
 		goto failed;
 	p[0] = sclient;
 	p[1] = sseq;
 	p[2] = job;
 	p[3] = stok;
 	p[4] = skind;
-	if (!run_ok("INSERT INTO ledger(client, seq, job, token, kind)"
-				" VALUES ($1, $2, $3, $4, $5)", 5, p))
+	snprintf(sql, sizeof(sql),
+			 "INSERT INTO ledger%s(client, seq, job, token, kind)"
+			 " VALUES ($1, $2, $3, $4, $5)", suffix);
+	if (!run_ok(sql, 5, p))
 		goto failed;
 	logline("P %s %ld %c\n", sclient, *seq, kind);
 	if (!run_ok("COMMIT", 0, NULL))
@@ -551,7 +566,7 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: fence_load chaos|crash -d conninfo [-w worker] [-j jobs] [-P prefix]\n"
-			"       [-s table_suffix] [-u] [-t seconds] [-l lease_ms] [-r seed]\n"
+			"       [-s table_suffix] [-u] [-a] [-t seconds] [-l lease_ms] [-r seed]\n"
 			"       [-o logfile] [-k c|u|a]\n");
 	exit(1);
 }
@@ -566,7 +581,7 @@ main(int argc, char **argv)
 		usage();
 	mode = argv[1];
 	optind = 2;
-	while ((c = getopt(argc, argv, "d:w:j:P:s:ut:l:r:o:k:")) != -1)
+	while ((c = getopt(argc, argv, "d:w:j:P:s:uat:l:r:o:k:")) != -1)
 	{
 		switch (c)
 		{
@@ -576,6 +591,7 @@ main(int argc, char **argv)
 			case 'P': prefix = optarg; break;
 			case 's': suffix = optarg; break;
 			case 'u': unprotected = 1; break;
+			case 'a': after_form = 1; break;
 			case 't': run_seconds = (double) to_ll(optarg); break;
 			case 'l': lease_ms = (int) to_ll(optarg); break;
 			case 'r': seed = (unsigned int) to_ll(optarg); break;
