@@ -56,7 +56,6 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "nodes/primnodes.h"
-#include "rewrite/prs2lock.h"
 #include "parser/parse_func.h"
 #include "parser/parse_type.h"
 #include "storage/lmgr.h"
