@@ -6,7 +6,9 @@
 --   tbase    the first per-client token (client c writes with tbase + c)
 --
 -- Every variant gets its own copy of the same data: b_<variant> for the
--- bulk and single-row shapes, m1_/m2_/m3_<variant> for the mixed shape.
+-- bulk and single-row shapes, m1_/m2_/m3_<variant> for the mixed shape
+-- (fence_after_stmt runs in mixed only: see bench/run), w_<variant> for the
+-- WAL measurement.
 \set ON_ERROR_STOP 1
 SET client_min_messages = warning;
 
@@ -23,12 +25,14 @@ CREATE TABLE seed_rows AS
 		   md5(g::text) || md5((g + 1)::text) AS payload
 	  FROM generate_series(1, :rows) g;
 
-CREATE FUNCTION bench_make_table(tbl text, nrows bigint) RETURNS void
+CREATE FUNCTION bench_make_table(tbl text, nrows bigint, fillfactor int DEFAULT 100)
+RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
 	EXECUTE format('CREATE TABLE %I (id int PRIMARY KEY, qty int NOT NULL,'
 				   ' writer_epoch bigint NOT NULL DEFAULT 0,'
-				   ' updated_at timestamptz NOT NULL DEFAULT now(), payload text)', tbl);
+				   ' updated_at timestamptz NOT NULL DEFAULT now(), payload text)'
+				   ' WITH (fillfactor = %s)', tbl, fillfactor);
 	IF nrows <= (SELECT count(*) FROM seed_rows) THEN
 		EXECUTE format('INSERT INTO %I SELECT * FROM seed_rows WHERE id <= %s', tbl, nrows);
 	ELSE
@@ -46,14 +50,27 @@ END $$;
 
 SELECT bench_make_table(t || '_' || v, :rows)
   FROM unnest(ARRAY['plain', 'predicate', 'noop_trigger', 'moddatetime',
-					'plpgsql_guard', 'fence_stmt', 'fence_begin']) v,
-	   unnest(ARRAY['b', 'm1', 'm2', 'm3']) t;
+					'plpgsql_guard', 'fence_stmt', 'fence_begin',
+					'fence_after_stmt', 'fence_after_begin']) v,
+	   unnest(ARRAY['b', 'm1', 'm2', 'm3']) t
+ WHERE (t, v) <> ('b', 'fence_after_stmt');
 
 -- Memory test: the same 1M rows unguarded, under the noop C trigger, and
--- guarded by fence.
+-- guarded by fence in each of its two forms.
 SELECT bench_make_table('mem_plain', :memrows);
 SELECT bench_make_table('mem_noop', :memrows);
 SELECT bench_make_table('mem_fence', :memrows);
+SELECT bench_make_table('mem_fence_after', :memrows);
+
+-- WAL per UPDATE (bench/run's WAL section): w_<variant>, the first 1000
+-- rows of the same data at fillfactor 40, so that every row's new version
+-- fits on its page (a HOT update, the steady state of a table with room to
+-- update in place) and the VACUUM before each measurement returns every
+-- table to the same state.  w_plain_tx is plain's, for its transaction shape.
+SELECT bench_make_table('w_' || v, 1000, 40)
+  FROM unnest(ARRAY['plain', 'predicate', 'noop_trigger', 'moddatetime',
+					'plpgsql_guard', 'fence_stmt', 'fence_begin',
+					'fence_after_stmt', 'fence_after_begin', 'plain_tx']) v;
 
 -- Age the benchmark tables once: a freshly loaded table is packed full, so
 -- the first UPDATE of every row extends the relation, and later ones reuse
@@ -61,8 +78,10 @@ SELECT bench_make_table('mem_fence', :memrows);
 -- measures relation extension.  (Before any trigger exists.)
 SELECT bench_age_table(t || '_' || v)
   FROM unnest(ARRAY['plain', 'predicate', 'noop_trigger', 'moddatetime',
-					'plpgsql_guard', 'fence_stmt', 'fence_begin']) v,
-	   unnest(ARRAY['b', 'm1', 'm2', 'm3']) t;
+					'plpgsql_guard', 'fence_stmt', 'fence_begin',
+					'fence_after_stmt', 'fence_after_begin']) v,
+	   unnest(ARRAY['b', 'm1', 'm2', 'm3']) t
+ WHERE (t, v) <> ('b', 'fence_after_stmt');
 VACUUM;
 
 -- noop C trigger: the cheapest C BEFORE ROW trigger there is.  No row in
@@ -78,6 +97,8 @@ CREATE TRIGGER noop BEFORE UPDATE ON m3_noop_trigger
 
 CREATE TRIGGER noop BEFORE UPDATE ON mem_noop
 	FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger();
+CREATE TRIGGER noop BEFORE UPDATE ON w_noop_trigger
+	FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger();
 
 -- moddatetime: the cheapest C trigger that rewrites the row.
 CREATE TRIGGER mdt BEFORE UPDATE ON b_moddatetime
@@ -87,6 +108,8 @@ CREATE TRIGGER mdt BEFORE UPDATE ON m1_moddatetime
 CREATE TRIGGER mdt BEFORE UPDATE ON m2_moddatetime
 	FOR EACH ROW EXECUTE FUNCTION moddatetime(updated_at);
 CREATE TRIGGER mdt BEFORE UPDATE ON m3_moddatetime
+	FOR EACH ROW EXECUTE FUNCTION moddatetime(updated_at);
+CREATE TRIGGER mdt BEFORE UPDATE ON w_moddatetime
 	FOR EACH ROW EXECUTE FUNCTION moddatetime(updated_at);
 
 -- PL/pgSQL guard: fence's checks written by hand, the way a user would
@@ -135,6 +158,8 @@ CREATE TRIGGER zz_pl_guard BEFORE UPDATE ON m2_plpgsql_guard
 	FOR EACH ROW EXECUTE FUNCTION pl_guard('strict');
 CREATE TRIGGER zz_pl_guard BEFORE UPDATE ON m3_plpgsql_guard
 	FOR EACH ROW EXECUTE FUNCTION pl_guard('strict');
+CREATE TRIGGER zz_pl_guard BEFORE UPDATE ON w_plpgsql_guard
+	FOR EACH ROW EXECUTE FUNCTION pl_guard('repeat');
 
 -- The per-client claims of the bulk/single shapes (tokens tbase + c, the
 -- same values fence issued, when fence is there) and the mixed shape's

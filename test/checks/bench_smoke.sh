@@ -4,7 +4,9 @@
 # Runs bench/run --quick: tiny tables, a few transactions per variant and
 # shape, one round, no timing assertions.  It proves that every variant
 # (fence's included: --require-fence) runs without a failed transaction, an
-# aborted client or a server-side ERROR, and that the report tables print.
+# aborted client or a server-side ERROR, and that the report tables print;
+# and, from the WAL measurement, that fence's after form (issue 13) logs no
+# row lock per updated row where a BEFORE ROW trigger logs one per row.
 # Exit 0 on success.  Uses its own cluster on $FENCE_PORT (set by test/run)
 # or else a port from 54321 up, so it can run beside a full benchmark (54320).
 set -euo pipefail
@@ -20,7 +22,9 @@ bash "$root/bench/run" --quick --require-fence --port "${FENCE_PORT:-54321}" --o
 # The report must hold every table and every variant.
 for want in 'Guarded UPDATE' 'Claims:' 'Memory:' 'Targets' \
 	'plain (no trigger)' 'predicate' 'noop C trigger' 'moddatetime' 'PL/pgSQL guard' \
-	'fence (token in statement)' 'fence (fence_begin)' 'raw_update' 'fence_claim'; do
+	'fence (token in statement)' 'fence (fence_begin)' 'raw_update' 'fence_claim' \
+	'fence after form (token in statement' 'fence after form (fence_begin' \
+	'WAL per 1000-row UPDATE'; do
 	if ! grep -qF "$want" "$out/report.md" 2>/dev/null; then
 		echo "bench_smoke: report lacks \"$want\"" >&2
 		status=1
@@ -31,5 +35,19 @@ if awk -F'\t' 'NR > 1 && !($6 > 0) { bad = 1 } END { exit !bad }' "$out/results.
 	echo "bench_smoke: a run recorded no throughput" >&2
 	status=1
 fi
-[ "$status" = 0 ] && echo "bench_smoke: every variant ran; report printed"
+# WAL per UPDATE (issue 13), from pg_waldump: a BEFORE ROW trigger (the noop
+# C trigger, fence's default form) logs a row lock for each of the 1000
+# rows; fence's after form logs none, as plain.
+locks()
+{
+	awk -F'\t' -v v="$1" 'NR > 1 && $1 == v { print $6 }' "$out/wal.tsv" 2>/dev/null | sort -u | paste -sd' '
+}
+for want in 'noop_trigger 1000' 'fence_stmt 1000' 'plain 0' 'fence_after_stmt 0' 'fence_after_begin 0'; do
+	got=$(locks "${want% *}")
+	if [ "$got" != "${want#* }" ]; then
+		echo "bench_smoke: Heap/LOCK records per UPDATE of ${want% *}: got '$got', expected ${want#* }" >&2
+		status=1
+	fi
+done
+[ "$status" = 0 ] && echo "bench_smoke: every variant ran; report printed; the after form logged no row locks"
 exit "$status"
