@@ -13,13 +13,14 @@ import os
 import statistics
 import sys
 
-GUARD_VARIANTS = ["plain", "predicate", "noop_trigger", "moddatetime",
+GUARD_VARIANTS = ["plain", "predicate", "noop_trigger", "after_when", "moddatetime",
                   "plpgsql_guard", "fence_stmt", "fence_begin",
                   "fence_after_stmt", "fence_after_begin", "plain_tx"]
 LABELS = {
     "plain": "plain (no trigger)",
     "predicate": "predicate (`writer_epoch <= $t`)",
     "noop_trigger": "noop C trigger",
+    "after_when": "AFTER trigger, WHEN never true",
     "moddatetime": "moddatetime",
     "plpgsql_guard": "PL/pgSQL guard",
     "fence_stmt": "fence (token in statement)",
@@ -317,6 +318,10 @@ def cmd_report(outdir):
                     pair("fence_after_begin", "plain_tx", "single", c, 0.95,
                          f"(13) fence after form (fence_begin), single x{c} / plain in "
                          "the same transaction shape")
+    if "after_when" in variants and ("bulk", 1) in cols:
+        # the mechanism's own floor, beside the target: a never-true WHEN
+        pair("after_when", "plain", "bulk", 1, 0.95,
+             "(13, reference) AFTER trigger, WHEN never true, bulk / plain")
     for v, base in (("fence_after_stmt", "plain"), ("fence_after_begin", "plain_tx")):
         if v in wal_kb and base in wal_kb and wal_kb[base]:
             x = wal_kb[v] / wal_kb[base]
