@@ -186,8 +186,7 @@ is_fence_trigger(FenceTriggerFns *fns, Oid relid, const char *tgname)
 		{
 			found = (trigger->tgfoid == fns->guard_fn ||
 					 trigger->tgfoid == fns->refuse_truncate_fn ||
-					 (OidIsValid(fns->guard_after_fn) &&
-					  trigger->tgfoid == fns->guard_after_fn));
+					 trigger->tgfoid == fns->guard_after_fn);
 			break;
 		}
 	}
@@ -530,7 +529,7 @@ guard_args_ok(List *args, Oid relid)
 /*
  * Is the CREATE TRIGGER of fence's function exactly what fence creates?
  * The after form's WHEN clause is compared once the trigger exists
- * (after_when_is_canonical): here it need only have one.
+ * (fence_after_when_is_canonical): here it need only have one.
  */
 static bool
 trigger_is_canonical(FenceTriggerFns *fns, CreateTrigStmt *stmt, Oid fnoid,

@@ -204,8 +204,6 @@ extern void fence_protect_tree(FenceTriggerFns *fns, Oid relid,
 							   const char *column, const char *mode,
 							   const char *form);
 extern bool fence_form_is_after(const char *form);
-extern char *fence_after_when_clause(FenceTriggerFns *fns, const char *column,
-									 const char *mode);
 extern void fence_drop_guards(FenceTriggerFns *fns, Oid relid);
 extern void fence_heal_triggers(FenceTriggerFns *fns, Oid relid);
 

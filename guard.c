@@ -2,7 +2,9 @@
  *
  * guard.c
  *	  fence_guard(), the row trigger that makes a protected table check
- *	  every write's fencing token itself, and fence_refuse_truncate().
+ *	  every write's fencing token itself; the after form's UPDATE check,
+ *	  fence_update_allowed() and fence_guard_after() (see "The after form"
+ *	  below); and fence_refuse_truncate().
  *
  * fence_guard([epoch_column [, mode]]) runs BEFORE INSERT OR UPDATE OR
  * DELETE FOR EACH ROW, after every other BEFORE ROW trigger (it checks the
@@ -336,8 +338,9 @@ guard_subscribed(Oid relid, Oid subid, Oid syncrelid)
  * superuser or an explicit grant; pglogical's apply worker writes this way).
  * Never a session that merely sets session_replication_role: any role may
  * do that for itself.  Only the write the worker itself makes, seen at
- * trigger depth depth (1 in a row trigger, 0 in a WHEN clause): a trigger firing in the worker that writes another protected
- * table is guarded like any other writer.  A built-in worker's write must
+ * trigger depth depth (1 in a row trigger, 0 in a WHEN clause): a trigger
+ * firing in the worker that writes another protected table is guarded like
+ * any other writer.  A built-in worker's write must
  * also be to a table of its subscription (the table-sync worker's own table
  * during the initial copy), or a partition of one.
  */
@@ -376,6 +379,19 @@ guard_column_name(TriggerData *trigdata, GuardConfig *cfg)
 {
 	return NameStr(TupleDescAttr(RelationGetDescr(trigdata->tg_relation),
 								 cfg->attnum - 1)->attname);
+}
+
+/* 5F004: the statement writes NULL, 0 or a negative number as its token. */
+static void
+guard_refuse_invalid_token(const char *colname, bool isnull, int64 value)
+{
+	ereport(ERROR,
+			(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
+			 isnull ? errmsg("invalid fencing token NULL") :
+			 errmsg("invalid fencing token " INT64_FORMAT, value),
+			 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
+					   colname, isnull ? "NULL" : "a value that is not positive"),
+			 errhint(FENCE_STOP_HINT)));
 }
 
 /*
@@ -473,14 +489,8 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 
 	w->token = w->has_stmt_token ? w->stmt_token : w->bound_token;
 	if (w->token <= 0)
-		ereport(ERROR,
-				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
-				 w->stmt_token_null ? errmsg("invalid fencing token NULL") :
-				 errmsg("invalid fencing token " INT64_FORMAT, w->token),
-				 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
-						   guard_column_name(trigdata, cfg),
-						   w->stmt_token_null ? "NULL" : "a value that is not positive"),
-				 errhint(FENCE_STOP_HINT)));
+		guard_refuse_invalid_token(guard_column_name(trigdata, cfg),
+								   w->stmt_token_null, w->token);
 }
 
 /*
@@ -661,13 +671,13 @@ fence_guard(PG_FUNCTION_ARGS)
  * an UPDATE that leaves the epoch alone looks like one that assigns it the
  * value it holds.  So the after form does not stamp, and reads an
  * unchanged epoch as no token at all (5F003): the statement writes its
- * token into the epoch column; under fence_begin, that token.  The only
- * write this refuses that the BEFORE guard lets through is one that
- * carries, as its statement's token, the very token the row holds (a
- * repeat-mode or shared-mode write again by the same execution): under
- * fence_begin it passes.  A row moving to another partition is deleted
- * and inserted before any AFTER UPDATE trigger could see it: its DELETE
- * half finds no token unless one is bound.
+ * token into the epoch column; under fence_begin, that token.  It refuses
+ * what the BEFORE guard would stamp, and a write that carries, as its
+ * statement's token, the very token the row holds (a repeat-mode or
+ * shared-mode write again by the same execution), which passes under
+ * fence_begin.  A row moving to another partition is deleted and inserted
+ * before any AFTER UPDATE trigger could see it: its DELETE half finds no
+ * token unless one is bound.
  */
 
 /* Per-statement facts about one after-form check, kept in fn_extra. */
@@ -691,9 +701,16 @@ guard_after_check_enabled(Oid fn_oid, Oid relid)
 {
 	Oid			body_fn = fence_find_function(get_func_namespace(fn_oid),
 											  "fence_guard_after", 0, NULL);
-	Relation	rel = relation_open(relid, AccessShareLock);
-	TriggerDesc *trigdesc = rel->trigdesc;
+	Relation	rel;
+	TriggerDesc *trigdesc;
 	int			i;
+
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	rel = relation_open(relid, AccessShareLock);
+	trigdesc = rel->trigdesc;
 
 	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
 	{
@@ -761,13 +778,7 @@ guard_check_update(Oid fn_oid, Oid relid, const char *colname, FenceMode mode,
 				 errhint("Write the job's token into column \"%s\", or call fence_begin(job, token) first and write it there (a write again with the token the row holds needs fence_begin).",
 						 colname)));
 	if (w.bound_token == 0 && (new_isnull || new_epoch <= 0))
-		ereport(ERROR,
-				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
-				 new_isnull ? errmsg("invalid fencing token NULL") :
-				 errmsg("invalid fencing token " INT64_FORMAT, new_epoch),
-				 errdetail("The statement sets column \"%s\" to %s; fence_claim issues only positive tokens.",
-						   colname, new_isnull ? "NULL" : "a value that is not positive"),
-				 errhint(FENCE_STOP_HINT)));
+		guard_refuse_invalid_token(colname, new_isnull, new_epoch);
 	w.token = w.bound_token != 0 ? w.bound_token : new_epoch;
 
 	/* Steps 2 and 3. */
@@ -816,11 +827,7 @@ fence_update_allowed(PG_FUNCTION_ARGS)
 		cfg->relid = InvalidOid;
 		cfg->mode = guard_parse_mode(modename);
 		strlcpy(cfg->modename, modename, sizeof(cfg->modename));
-		if (OidIsValid(relid) &&
-			!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_TABLE),
-					 errmsg("relation with OID %u does not exist", relid)));
+		/* (no tableoid: the partitioned table of a row moving partitions) */
 		if (OidIsValid(relid))
 			guard_after_check_enabled(fcinfo->flinfo->fn_oid, relid);
 		cfg->relid = relid;

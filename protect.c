@@ -374,30 +374,29 @@ refuse_foreign_member(Oid relid)
 			 errhint("Keep foreign tables out of protected partition trees; protect the local partitions one by one instead.")));
 }
 
-/*
- * The WHEN clause of the after form's trigger (guard.c), as fence creates
- * it and as ddl.c recognises it.
- */
-char *
-fence_after_when_clause(FenceTriggerFns *fns, const char *column, const char *mode)
+/* Create one of fence's triggers on relid (its name, then how it fires), ENABLE ALWAYS. */
+static void
+create_always_trigger(Oid relid, const char *tgname, const char *definition)
 {
-	return psprintf("NOT %s(NEW.%s, OLD.%s, NEW.tableoid, %s, %s)",
-					quote_qualified_identifier(fns->nspname, "fence_update_allowed"),
-					quote_identifier(column), quote_identifier(column),
-					quote_literal_cstr(column), quote_literal_cstr(mode));
+	fence_run_internal_ddl(psprintf("CREATE TRIGGER %s %s", tgname, definition));
+	fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER %s",
+									fence_rel_query_name(relid), tgname));
 }
 
 /*
  * Give one relation the triggers of the guard's form it lacks, canonical
  * and ENABLE ALWAYS: zz_fence_guard, and in the after form
- * zz_fence_guard_update.  (Created on a partitioned table, they are cloned
- * to its partitions.)
+ * zz_fence_guard_update, whose WHEN clause ddl.c compares with this one
+ * (fence_after_when_is_canonical).  Created on a partitioned table, they
+ * are cloned to its partitions.
  */
 static void
 create_guard(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode,
 			 const char *form)
 {
 	bool		after = fence_form_is_after(form);
+	const char *args = psprintf("%s, %s", quote_literal_cstr(column),
+								quote_literal_cstr(mode));
 
 	if (after && !OidIsValid(fns->guard_after_fn))
 		ereport(ERROR,
@@ -405,29 +404,24 @@ create_guard(FenceTriggerFns *fns, Oid relid, const char *column, const char *mo
 				 errmsg("the after form needs fence 1.1"),
 				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
 	if (!fence_rel_trigger(relid, fns->guard_fn, NULL, NULL))
-	{
-		fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_GUARD_TRIGGER
-										" BEFORE INSERT OR %sDELETE ON %s FOR EACH ROW"
-										" EXECUTE FUNCTION %s(%s, %s)",
-										after ? "" : "UPDATE OR ",
-										fence_rel_query_name(relid),
-										quote_qualified_identifier(fns->nspname, "fence_guard"),
-										quote_literal_cstr(column), quote_literal_cstr(mode)));
-		fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCE_GUARD_TRIGGER,
-										fence_rel_query_name(relid)));
-	}
+		create_always_trigger(relid, FENCE_GUARD_TRIGGER,
+							  psprintf("BEFORE INSERT OR %sDELETE ON %s FOR EACH ROW"
+									   " EXECUTE FUNCTION %s(%s)",
+									   after ? "" : "UPDATE OR ",
+									   fence_rel_query_name(relid),
+									   quote_qualified_identifier(fns->nspname, "fence_guard"),
+									   args));
 	if (after && !fence_rel_trigger(relid, fns->guard_after_fn, NULL, NULL))
-	{
-		fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_GUARD_UPDATE_TRIGGER
-										" AFTER UPDATE ON %s FOR EACH ROW WHEN (%s)"
-										" EXECUTE FUNCTION %s(%s, %s)",
-										fence_rel_query_name(relid),
-										fence_after_when_clause(fns, column, mode),
-										quote_qualified_identifier(fns->nspname, "fence_guard_after"),
-										quote_literal_cstr(column), quote_literal_cstr(mode)));
-		fence_run_internal_ddl(psprintf("ALTER TABLE %s ENABLE ALWAYS TRIGGER " FENCE_GUARD_UPDATE_TRIGGER,
-										fence_rel_query_name(relid)));
-	}
+		create_always_trigger(relid, FENCE_GUARD_UPDATE_TRIGGER,
+							  psprintf("AFTER UPDATE ON %s FOR EACH ROW"
+									   " WHEN (NOT %s(NEW.%s, OLD.%s, NEW.tableoid, %s))"
+									   " EXECUTE FUNCTION %s(%s)",
+									   fence_rel_query_name(relid),
+									   quote_qualified_identifier(fns->nspname, "fence_update_allowed"),
+									   quote_identifier(column), quote_identifier(column),
+									   args,
+									   quote_qualified_identifier(fns->nspname, "fence_guard_after"),
+									   args));
 }
 
 /*
