@@ -362,6 +362,13 @@ SELECT fence_update_allowed(:tx, :tx, 'stock'::regclass, 'writer_epoch', 'strict
 \echo :SQLSTATE
 SELECT fence_update_allowed(:ty, :tx, NULL, 'writer_epoch', 'strict');
 \echo :SQLSTATE
+-- a relation that does not exist (the OID of the dropped table)
+CREATE TABLE gone (writer_epoch bigint);
+SELECT 'gone'::regclass::oid AS gone_oid \gset
+DROP TABLE gone;
+\set VERBOSITY sqlstate
+SELECT fence_update_allowed(:ty, :tx, :gone_oid, 'writer_epoch', 'strict') IS NOT NULL AS answered;
+\set VERBOSITY default
 
 --
 -- Unprotect removes every trigger of the form.
