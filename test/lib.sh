@@ -2,14 +2,78 @@
 #
 # Source it from bash:   . "$(dirname "$0")/lib.sh"   (or "$FENCE_LIB" in a check)
 #
-# It owns the boring parts that every script here needs on a fresh Debian 12
-# machine: becoming root, installing packages, finding PostgreSQL 15, copying
-# the tree somewhere the postgres user can write, and starting and stopping
-# throwaway clusters (initdb and postgres refuse to run as root).
+# It owns the boring parts that every script here needs on a fresh Debian
+# machine: becoming root, installing packages, choosing the PostgreSQL to test,
+# copying the tree somewhere the postgres user can write, and starting and
+# stopping throwaway clusters (initdb and postgres refuse to run as root).
+#
+# The PostgreSQL under test is PG_CONFIG's; by default the host's, which is
+# the newest /usr/lib/postgresql/N installed, else the major that Debian's
+# "postgresql" package stands for.  Every path and package name below derives
+# from it:
+#   FENCE_PG_MAJOR     15, 17, 18, 19, ...
+#   FENCE_PG_CONFIG    its pg_config (it may not exist until packages install)
+#   FENCE_PG_BIN       its bindir
+#   fence_pg_packages  postgresql-N postgresql-server-dev-N postgresql-client-N
+#   fence_pg_package X postgresql-N-X, an extension built for that major
 
-FENCE_PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
-FENCE_PG_BIN=/usr/lib/postgresql/15/bin
 FENCE_PG_HOME=/var/lib/postgresql
+
+# The major of a pg_config path, whether or not it is installed yet.
+fence_pg_major_of()
+{
+	local cfg=$1 v
+	if [ -x "$cfg" ]; then
+		v=$("$cfg" --version 2>/dev/null | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
+		[ -n "$v" ] && { printf '%s\n' "$v"; return 0; }
+	fi
+	v=$(printf '%s\n' "$cfg" | sed -n 's|.*/postgresql/\([0-9][0-9]*\)/bin/pg_config$|\1|p')
+	[ -n "$v" ] && printf '%s\n' "$v"
+}
+
+# The host's PostgreSQL major: the newest installed, else Debian's default.
+fence_pg_default_major()
+{
+	local v
+	v=$(find /usr/lib/postgresql -mindepth 3 -maxdepth 3 -path '*/bin/pg_config' 2>/dev/null |
+		sed -n 's|^/usr/lib/postgresql/\([0-9][0-9]*\)/bin/pg_config$|\1|p' | sort -n | tail -n 1)
+	[ -n "$v" ] && { printf '%s\n' "$v"; return 0; }
+	v=$(apt-cache show --no-all-versions postgresql 2>/dev/null |
+		sed -n 's/^Depends:.*postgresql-\([0-9][0-9]*\).*/\1/p' | head -n 1)
+	if [ -z "$v" ] && [ "$(id -u)" -eq 0 ]; then
+		apt-get update -qq >/dev/null 2>&1
+		v=$(apt-cache show --no-all-versions postgresql 2>/dev/null |
+			sed -n 's/^Depends:.*postgresql-\([0-9][0-9]*\).*/\1/p' | head -n 1)
+	fi
+	printf '%s\n' "${v:-15}"
+}
+
+if [ -n "${PG_CONFIG:-}" ]; then
+	FENCE_PG_CONFIG=$PG_CONFIG
+	FENCE_PG_MAJOR=${FENCE_PG_MAJOR:-$(fence_pg_major_of "$PG_CONFIG")}
+	[ -n "$FENCE_PG_MAJOR" ] || { printf 'error: cannot tell the major of PG_CONFIG=%s\n' "$PG_CONFIG" >&2; exit 1; }
+else
+	FENCE_PG_MAJOR=${FENCE_PG_MAJOR:-$(fence_pg_default_major)}
+	FENCE_PG_CONFIG=/usr/lib/postgresql/$FENCE_PG_MAJOR/bin/pg_config
+fi
+FENCE_PG_BIN=$(dirname "$FENCE_PG_CONFIG")
+export FENCE_PG_MAJOR FENCE_PG_CONFIG FENCE_PG_BIN
+
+# Debian's packages of the PostgreSQL under test.
+fence_pg_packages()
+{
+	printf '%s\n' "postgresql-$FENCE_PG_MAJOR" "postgresql-server-dev-$FENCE_PG_MAJOR" \
+		"postgresql-client-$FENCE_PG_MAJOR"
+}
+
+# Debian's package of extension $1 for that major: fence_pg_package cron
+fence_pg_package()
+{
+	local x
+	for x in "$@"; do
+		printf 'postgresql-%s-%s\n' "$FENCE_PG_MAJOR" "$x"
+	done
+}
 
 fence_say() { printf '%s\n' "$*"; }
 fence_die() { printf 'error: %s\n' "$*" >&2; exit 1; }
