@@ -48,16 +48,18 @@ fence_pg_default_major()
 	printf '%s\n' "${v:-15}"
 }
 
-if [ -n "${PG_CONFIG:-}" ]; then
-	FENCE_PG_CONFIG=$PG_CONFIG
-	FENCE_PG_MAJOR=${FENCE_PG_MAJOR:-$(fence_pg_major_of "$PG_CONFIG")}
-	[ -n "$FENCE_PG_MAJOR" ] || { printf 'error: cannot tell the major of PG_CONFIG=%s\n' "$PG_CONFIG" >&2; exit 1; }
+# A parent script's choice (exported below) holds for its children.
+FENCE_PG_CONFIG=${PG_CONFIG:-${FENCE_PG_CONFIG:-}}
+if [ -n "$FENCE_PG_CONFIG" ]; then
+	FENCE_PG_MAJOR=$(fence_pg_major_of "$FENCE_PG_CONFIG")
+	[ -n "$FENCE_PG_MAJOR" ] || { printf 'error: cannot tell the major of PG_CONFIG=%s\n' "$FENCE_PG_CONFIG" >&2; exit 1; }
 else
-	FENCE_PG_MAJOR=${FENCE_PG_MAJOR:-$(fence_pg_default_major)}
+	FENCE_PG_MAJOR=$(fence_pg_default_major)
 	FENCE_PG_CONFIG=/usr/lib/postgresql/$FENCE_PG_MAJOR/bin/pg_config
 fi
 FENCE_PG_BIN=$(dirname "$FENCE_PG_CONFIG")
-export FENCE_PG_MAJOR FENCE_PG_CONFIG FENCE_PG_BIN
+PG_CONFIG=$FENCE_PG_CONFIG
+export FENCE_PG_MAJOR FENCE_PG_CONFIG FENCE_PG_BIN PG_CONFIG
 
 # Debian's packages of the PostgreSQL under test.
 fence_pg_packages()
