@@ -70,7 +70,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages postgresql-15 python3 procps >&2 || fence_die "package install failed"
+fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 procps >&2 || fence_die "package install failed"
 [ "$QUICK" = 1 ] && CLAIMS=5000 TOKENS="100 1000" QB_PRIORITY=0
 NJOBS=10000
 MAXTOK=0

@@ -75,7 +75,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 fence_need_root "$0" "${ARGS[@]}"
-pkgs=(postgresql-15 python3 procps)
+pkgs=("postgresql-$FENCE_PG_MAJOR" python3 procps)
 [ "$QUICK" = 1 ] || pkgs+=(linux-perf)
 fence_install_packages "${pkgs[@]}" >&2 || fence_die "package install failed"
 

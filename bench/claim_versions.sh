@@ -9,9 +9,10 @@
 # What it does:
 #   1. exports each commit from git (git archive: committed files only, the
 #      working tree is not used) and builds it into its OWN copy of the
-#      PostgreSQL 15 installation under the work directory (bin, lib, share
-#      and the server headers are copied; the copy's pg_config finds them
-#      relative to itself).  The system installation is only read from,
+#      PostgreSQL installation under test (PG_CONFIG's, by default the
+#      host's: /usr/lib/postgresql/N) under the work directory (bin, lib,
+#      share and the server headers are copied; the copy's pg_config finds
+#      them relative to itself).  The system installation is only read from,
 #      never written: "make install" runs with PG_CONFIG pointing at a copy.
 #   2. starts one throwaway cluster per build, both at once, as the postgres
 #      user (setpriv), on private ports 54380-54389 with sockets in the work
@@ -51,13 +52,13 @@
 #   --no-priority   do not run server and pgbench at nice -15
 #   --quick         few transactions, one round: proves the script works
 #
-# Needs only Debian packages (postgresql-15, postgresql-server-dev-15,
-# build-essential, git, python3, procps; installed if missing) and root (to
-# copy the installation and become postgres).  A full run takes 3.5-4
-# minutes on 2 cores (builds and cluster setup: about 10 s of it).  The
-# raw TSV is results.tsv; results from several runs can be pooled, since
-# every round is a paired comparison.  Exit status 1 if any run had a
-# failed transaction, an aborted client or a server-side ERROR.
+# Needs only Debian packages (postgresql-N, postgresql-server-dev-N, N the
+# major under test, build-essential, git, python3, procps; installed if
+# missing) and root (to copy the installation and become postgres).  A full
+# run takes 3.5-4 minutes on 2 cores (builds and cluster setup: about 10 s
+# of it).  The raw TSV is results.tsv; results from several runs can be
+# pooled, since every round is a paired comparison.  Exit status 1 if any
+# run had a failed transaction, an aborted client or a server-side ERROR.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -84,10 +85,10 @@ while [ $# -gt 0 ]; do
 done
 fence_need_root "$0" "${ARGS[@]}"
 
-fence_install_packages postgresql-15 postgresql-server-dev-15 build-essential git python3 procps >&2 ||
+fence_install_packages "postgresql-$FENCE_PG_MAJOR" "postgresql-server-dev-$FENCE_PG_MAJOR" build-essential git python3 procps >&2 ||
 	fence_die "package install failed"
 
-SYS_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+SYS_PG_CONFIG=$FENCE_PG_CONFIG
 SYS_LIB=$("$SYS_PG_CONFIG" --pkglibdir)
 SYS_SHARE=$("$SYS_PG_CONFIG" --sharedir)
 SYS_INC=$("$SYS_PG_CONFIG" --includedir) # /usr/include/postgresql
@@ -120,10 +121,11 @@ build()
 	src=$WORK/src-$key pgc=$WORK/pgc-$key
 	mkdir -p "$src" "$pgc/usr/lib/postgresql" "$pgc/usr/share/postgresql" "$pgc/usr/include"
 	git -C "$REPO" archive "$sha" | tar -x -C "$src"
-	cp -a "$(dirname "$SYS_LIB")" "$pgc/usr/lib/postgresql/"        # .../15 (bin, lib)
+	cp -a "$(dirname "$SYS_LIB")" "$pgc/usr/lib/postgresql/"        # .../N (bin, lib)
 	cp -a "$SYS_SHARE" "$pgc/usr/share/postgresql/"                 # share
 	cp -a "$SYS_INC" "$pgc/usr/include/"                            # headers, for pgxs
-	local pgconf=$pgc/usr/lib/postgresql/15/bin/pg_config
+	local pgconf=$pgc/usr/lib/postgresql/$FENCE_PG_MAJOR/bin/pg_config
+	[ -x "$pgconf" ] || fence_die "no $pgconf: $SYS_PG_CONFIG is not laid out as .../postgresql/$FENCE_PG_MAJOR/bin"
 	# never install into the system's directories
 	if [ "$("$pgconf" --pkglibdir)" = "$SYS_LIB" ] || [ "$("$pgconf" --sharedir)" = "$SYS_SHARE" ]; then
 		fence_die "the copy's pg_config points at the system installation"
@@ -138,7 +140,7 @@ build()
 	if grep -E '(install -c|mkdir -p) ' "$OUT/build-$key.log" | grep -v "'$pgc/"; then
 		fence_die "make install wrote outside $pgc (see $OUT/build-$key.log)"
 	fi
-	COMMIT[$key]=$sha BIN[$key]=$pgc/usr/lib/postgresql/15/bin
+	COMMIT[$key]=$sha BIN[$key]=$pgc/usr/lib/postgresql/$FENCE_PG_MAJOR/bin
 	SO_MD5[$key]=$(md5sum <"$("$pgconf" --pkglibdir)/fence.so" | cut -c1-12)
 	VER[$key]=$ver
 }

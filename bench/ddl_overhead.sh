@@ -10,7 +10,8 @@
 # What it does:
 #   1. copies the source tree (the working tree, committed or not, of the
 #      repository holding this script, or --src DIR) and builds it into its
-#      OWN copy of the PostgreSQL 15 installation under the work directory
+#      OWN copy of the PostgreSQL installation under test (PG_CONFIG's, by
+#      default the host's: /usr/lib/postgresql/N) under the work directory
 #      (bin, lib, share and the server headers are copied; the copy's
 #      pg_config finds them relative to itself).  The system installation is
 #      only read from, never written: "make install" runs with PG_CONFIG
@@ -79,11 +80,12 @@
 #   --keep          leave the cluster running and the work directory
 #   --no-priority   do not run server and pgbench at nice -15
 #
-# Needs only Debian packages (postgresql-15, which brings pg_stat_statements,
-# postgresql-server-dev-15, build-essential, python3, procps; installed if
-# missing) and root (to copy the installation and become postgres).  git is
-# used, when present, only to name the commit the tree is at.  Exit status 1
-# if any run had a failed transaction, an aborted client or a server ERROR.
+# Needs only Debian packages (postgresql-N, which brings pg_stat_statements,
+# postgresql-server-dev-N, build-essential, python3, procps, N the major
+# under test; installed if missing) and root (to copy the installation and
+# become postgres).  git is used, when present, only to name the commit the
+# tree is at.  Exit status 1 if any run had a failed transaction, an aborted
+# client or a server ERROR.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -112,10 +114,10 @@ done
 case $ROUNDS in '' | *[!0-9]* | 0) fence_die "--rounds needs a positive number" ;; esac
 fence_need_root "$0" "${ARGS[@]}"
 
-fence_install_packages postgresql-15 postgresql-server-dev-15 build-essential python3 procps >&2 ||
+fence_install_packages "postgresql-$FENCE_PG_MAJOR" "postgresql-server-dev-$FENCE_PG_MAJOR" build-essential python3 procps >&2 ||
 	fence_die "package install failed"
 
-SYS_PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config
+SYS_PG_CONFIG=$FENCE_PG_CONFIG
 SYS_LIB=$("$SYS_PG_CONFIG" --pkglibdir)
 SYS_SHARE=$("$SYS_PG_CONFIG" --sharedir)
 SYS_INC=$("$SYS_PG_CONFIG" --includedir) # /usr/include/postgresql
@@ -150,11 +152,12 @@ T0=$(date +%s)
 # ---- build: the source tree into a copy of the installation
 PGC=$WORK/pg
 mkdir -p "$PGC/usr/lib/postgresql" "$PGC/usr/share/postgresql" "$PGC/usr/include"
-cp -a "$(dirname "$SYS_LIB")" "$PGC/usr/lib/postgresql/" # .../15 (bin, lib)
+cp -a "$(dirname "$SYS_LIB")" "$PGC/usr/lib/postgresql/" # .../N (bin, lib)
 cp -a "$SYS_SHARE" "$PGC/usr/share/postgresql/"          # share
 cp -a "$SYS_INC" "$PGC/usr/include/"                     # headers, for pgxs
-PGCONF=$PGC/usr/lib/postgresql/15/bin/pg_config
-BIN=$PGC/usr/lib/postgresql/15/bin
+PGCONF=$PGC/usr/lib/postgresql/$FENCE_PG_MAJOR/bin/pg_config
+BIN=$PGC/usr/lib/postgresql/$FENCE_PG_MAJOR/bin
+[ -x "$PGCONF" ] || fence_die "no $PGCONF: $SYS_PG_CONFIG is not laid out as .../postgresql/$FENCE_PG_MAJOR/bin"
 if [ "$("$PGCONF" --pkglibdir)" = "$SYS_LIB" ] || [ "$("$PGCONF" --sharedir)" = "$SYS_SHARE" ]; then
 	fence_die "the copy's pg_config points at the system installation"
 fi

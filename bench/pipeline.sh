@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages postgresql-15 python3 procps >&2 || fence_die "package install failed"
+fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 procps >&2 || fence_die "package install failed"
 
 ROWS=100000 NWARM=2000
 declare -A NTX=([1]=8000 [8]=24000)

@@ -81,7 +81,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages postgresql-15 python3 procps >&2 || fence_die "package install failed"
+fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 procps >&2 || fence_die "package install failed"
 
 SHARED_BUFFERS=8GB
 # attempts per run, all clients together: ~2-4 s per run on 2 cores

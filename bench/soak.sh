@@ -78,7 +78,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages postgresql-15 python3 python3-matplotlib procps >&2 ||
+fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 python3-matplotlib procps >&2 ||
 	fence_die "package install failed"
 
 DURATION=$((MINUTES * 60))

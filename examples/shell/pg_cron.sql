@@ -3,8 +3,9 @@
 --   psql -X -v ON_ERROR_STOP=1 -d app -f examples/shell/pg_cron.sql
 --   psql ... -v schedule='*/5 * * * *' -v prefix='eu-' -f examples/shell/pg_cron.sql
 --
--- pg_cron (Debian: postgresql-15-cron) must be loaded at server start and
--- told the database it schedules in, in postgresql.conf:
+-- pg_cron (Debian: postgresql-N-cron, N your PostgreSQL major) must be
+-- loaded at server start and told the database it schedules in, in
+-- postgresql.conf:
 --     shared_preload_libraries = 'pg_cron'
 --     cron.database_name = 'app'
 -- (and cron.host = '/var/run/postgresql' if the server does not listen on

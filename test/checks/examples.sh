@@ -51,7 +51,7 @@
 # FENCE_KEEP=1.  Standalone it expects fence to be installed.
 #
 # fence-check-timeout: 300
-# fence-check-packages: libpq-dev python3-psycopg postgresql-15-cron nodejs
+# fence-check-packages: libpq-dev python3-psycopg postgresql-@MAJOR@-cron nodejs
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=test/lib.sh
@@ -60,8 +60,8 @@ fence_need_root "$0" "$@"
 # nodejs: already there on most machines (Node.js 20 from another source
 # provides it too, and then apt does nothing). Debian's npm is not asked for:
 # it conflicts with such a Node.js; without npm the Node examples are skipped.
-fence_install_packages libpq-dev python3-psycopg postgresql-15-cron nodejs ||
-	fence_die "cannot install libpq-dev python3-psycopg postgresql-15-cron nodejs"
+fence_install_packages libpq-dev python3-psycopg "$(fence_pg_package cron)" nodejs ||
+	fence_die "cannot install libpq-dev python3-psycopg $(fence_pg_package cron) nodejs"
 fence_pg_setup
 t_start=$(date +%s)
 

@@ -58,14 +58,15 @@
 # (a smaller repack table).  Standalone it expects fence to be installed.
 #
 # fence-check-timeout: 300
-# fence-check-packages: postgresql-15-partman postgresql-15-repack
+# fence-check-packages: postgresql-@MAJOR@-partman postgresql-@MAJOR@-repack
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=test/lib.sh
 . "${FENCE_LIB:-$here/../lib.sh}"
 fence_need_root "$0" "$@"
-fence_install_packages postgresql-15-partman postgresql-15-repack ||
-	fence_die "cannot install postgresql-15-partman postgresql-15-repack"
+# shellcheck disable=SC2046
+fence_install_packages $(fence_pg_package partman repack) ||
+	fence_die "cannot install $(fence_pg_package partman repack | xargs)"
 fence_pg_setup
 
 rows=200000

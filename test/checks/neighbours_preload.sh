@@ -47,14 +47,15 @@
 # Standalone it expects fence to be installed.
 #
 # fence-check-timeout: 300
-# fence-check-packages: postgresql-15-cron postgresql-15-pgaudit
+# fence-check-packages: postgresql-@MAJOR@-cron postgresql-@MAJOR@-pgaudit
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=test/lib.sh
 . "${FENCE_LIB:-$here/../lib.sh}"
 fence_need_root "$0" "$@"
-fence_install_packages postgresql-15-cron postgresql-15-pgaudit ||
-	fence_die "cannot install postgresql-15-cron postgresql-15-pgaudit"
+# shellcheck disable=SC2046
+fence_install_packages $(fence_pg_package cron pgaudit) ||
+	fence_die "cannot install $(fence_pg_package cron pgaudit | xargs)"
 fence_pg_setup
 
 own_work=0

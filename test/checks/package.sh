@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/checks/package.sh: fence builds as a Debian package the way Debian's
-# own postgresql-15-* extension packages do (debian/: control.in,
+# own postgresql-N-* extension packages do (debian/: control.in,
 # pgversions, rules with pg_buildext), and the installed package passes the
 # regression tests (issue 11).
 #
@@ -9,10 +9,11 @@
 #    `dpkg-buildpackage -us -uc -b` in the copy as the postgres user (no
 #    root, no fakeroot: Rules-Requires-Root: no).  That runs `pg_buildext
 #    checkcontrol` (debian/control matches debian/control.in and
-#    debian/pgversions), `pg_buildext build build-15` (a VPATH build) and
-#    `pg_buildext install`.
-# 2. The .deb: package postgresql-15-fence, version fence.control's
-#    default_version, depends on postgresql-15; it holds fence.so,
+#    debian/pgversions), `pg_buildext build build-N` (a VPATH build; N is
+#    FENCE_PG_MAJOR, the major under test, below too) and `pg_buildext
+#    install`.
+# 2. The .deb: package postgresql-N-fence, version fence.control's
+#    default_version, depends on postgresql-N; it holds fence.so,
 #    fence.control and every install and upgrade script of the Makefile's
 #    DATA.
 # 3. Installs it with dpkg -i: dpkg now owns fence.so and the extension
@@ -21,7 +22,7 @@
 # 4. Runs debian/tests/installcheck, the package's autopkgtest: `pg_buildext
 #    installcheck`, which makes a throwaway cluster with pg_virtualenv and
 #    runs pg_regress (the Makefile's REGRESS) against the installed package.
-#    The copy holds no fence.so of its own (the build was in build-15), so
+#    The copy holds no fence.so of its own (the build was in build-N), so
 #    only the package can have served the tests.  Each test must pass.
 #    Then, in a cluster of this script's own: CREATE EXTENSION fence VERSION
 #    '1.0' and ALTER EXTENSION fence UPDATE reach the default version from
@@ -54,7 +55,7 @@ fence_install_packages postgresql-server-dev-all debhelper dpkg-dev ||
 fence_pg_setup
 
 src=${FENCE_SRC:-$(cd "$here/../.." && pwd)}
-pkg=postgresql-15-fence
+pkg=$(fence_pg_package fence)
 libdir=$FENCE_PG_PKGLIBDIR
 extdir=$("$FENCE_PG_CONFIG" --sharedir)/extension
 MAKEARGS=(USE_PGXS=1 "PG_CONFIG=$FENCE_PG_CONFIG")
@@ -152,8 +153,8 @@ else
 fi
 check "debian/rules clean ran pg_buildext checkcontrol: debian/control is current" \
 	"$(grep -c 'pg_buildext checkcontrol' "$dir/build.log") $(grep -c 'debian/control needs updating' "$dir/build.log")" "1 0"
-check "pg_buildext built and installed for PostgreSQL 15 (build-15)" \
-	"$(grep -cE '^### End 15 (build|install) ###' "$dir/build.log")" 2
+check "pg_buildext built and installed for PostgreSQL $FENCE_PG_MAJOR (build-$FENCE_PG_MAJOR)" \
+	"$(grep -cE "^### End $FENCE_PG_MAJOR (build|install) ###" "$dir/build.log")" 2
 deb=$(ls "$dir/build/${pkg}_"*.deb 2>/dev/null | head -n 1)
 [ -n "$deb" ] || { bad "a $pkg .deb was built"; deb=/nonexistent; }
 
@@ -162,10 +163,10 @@ echo "--- the .deb"
 check "package name" "$(dpkg-deb -f "$deb" Package 2>&1)" "$pkg"
 check "package version is fence.control's default_version" "$(dpkg-deb -f "$deb" Version 2>&1)" "$default"
 depends=$(dpkg-deb -f "$deb" Depends 2>&1)
-if grep -qE '(^|, )postgresql-15( |,|$)' <<<"$depends"; then
-	ok "it depends on postgresql-15 ($depends)"
+if grep -qE "(^|, )postgresql-$FENCE_PG_MAJOR( |,|\$)" <<<"$depends"; then
+	ok "it depends on postgresql-$FENCE_PG_MAJOR ($depends)"
 else
-	bad "it depends on postgresql-15: Depends is '$depends'"
+	bad "it depends on postgresql-$FENCE_PG_MAJOR: Depends is '$depends'"
 fi
 contents=$(dpkg-deb -c "$deb" 2>&1 | awk '{print $6}' | sed 's|^\./|/|')
 want="$libdir/fence.so $extdir/fence.control"
@@ -223,8 +224,8 @@ else
 	grep -E '^(\*\*\*|diff|[-+@]{1,3} )' "$dir/installcheck.log" | head -n 60 | sed 's/^/    /'
 	tail -n 15 "$dir/installcheck.log" | sed 's/^/    /'
 fi
-check "pg_buildext found the package installed for PostgreSQL 15 and tested that version" \
-	"$(grep -cE '^### PostgreSQL 15 installcheck ###$' "$dir/installcheck.log")" 1
+check "pg_buildext found the package installed for PostgreSQL $FENCE_PG_MAJOR and tested that version" \
+	"$(grep -cE "^### PostgreSQL $FENCE_PG_MAJOR installcheck ###\$" "$dir/installcheck.log")" 1
 
 # --- our own cluster: the upgrade path and a fenced write, from the package
 mkdir -p "$dir/cluster"

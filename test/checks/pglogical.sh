@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/checks/pglogical.sh: pglogical 2.x (Debian's postgresql-15-pglogical)
+# test/checks/pglogical.sh: pglogical 2.x (Debian's postgresql-N-pglogical)
 # replicates into protected tables (issue 10).
 #
 # pglogical's apply worker sets up the subscription's replication origin
@@ -47,13 +47,13 @@
 # it expects fence to be installed.
 #
 # fence-check-timeout: 300
-# fence-check-packages: postgresql-15-pglogical
+# fence-check-packages: postgresql-@MAJOR@-pglogical
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=test/lib.sh
 . "${FENCE_LIB:-$here/../lib.sh}"
 fence_need_root "$0" "$@"
-fence_install_packages postgresql-15-pglogical || fence_die "cannot install postgresql-15-pglogical"
+fence_install_packages "$(fence_pg_package pglogical)" || fence_die "cannot install $(fence_pg_package pglogical)"
 fence_pg_setup
 
 own_work=0

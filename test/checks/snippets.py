@@ -252,7 +252,9 @@ def main():
     ap.add_argument("--verbose", action="store_true",
                     help="show the output of every block")
     ap.add_argument("--label")
-    ap.add_argument("--psql", default="/usr/lib/postgresql/15/bin/psql")
+    # the PostgreSQL under test (test/lib.sh exports FENCE_PG_BIN), else PATH's
+    ap.add_argument("--psql", default=os.path.join(os.environ["FENCE_PG_BIN"], "psql")
+                    if os.environ.get("FENCE_PG_BIN") else "psql")
     ap.add_argument("--host", default="/tmp")
     ap.add_argument("--port", type=int, default=5432)
     ap.add_argument("--user", default="postgres")

@@ -6,8 +6,8 @@
 #   valgrind --tool=memcheck --trace-children=yes --track-origins=yes
 # with test/valgrind.supp (PostgreSQL's own false positives: Debian does not
 # ship src/tools/valgrind.supp, so the file is a small copy of the entries
-# that apply to 15, each with the reason).  Then `make installcheck` runs
-# REGRESS and ISOLATION against it.
+# that apply to the paths the suites reach, each with the reason).  Then
+# `make installcheck` runs REGRESS and ISOLATION against it.
 # Pass: zero memcheck errors with a frame in fence.so, and no backend crash.
 # Errors elsewhere (PostgreSQL itself, libc) are counted and shown, not failed.
 # The suites' own pass/fail is reported; timing-sensitive expected output may
