@@ -53,9 +53,6 @@
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
 #include "optimizer/optimizer.h"
-#if PG_VERSION_NUM >= 160000
-#include "parser/parse_relation.h"
-#endif
 #include "storage/bufmgr.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -334,7 +331,7 @@ claims_check_caller(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p
 	if ((OidIsValid(maker_oid) && is_member_of_role(p->caller, maker_oid)) ||
 		superuser_arg(p->caller) ||
 		(OidIsValid(any_fn) &&
-		 pg_proc_aclcheck(any_fn, p->caller, ACL_EXECUTE) == ACLCHECK_OK))
+		 object_aclcheck_proc_compat(any_fn, p->caller, ACL_EXECUTE) == ACLCHECK_OK))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -461,9 +458,9 @@ claims_prepare_checks(FenceCatalog *cat, ResultRelInfo *rri, EState *estate)
 			return;
 
 	oldcxt = MemoryContextSwitchTo(estate->es_query_cxt);
-	rri->ri_ConstraintExprs = palloc(sizeof(ExprState *) * constr->num_check);
+	rri->ri_CheckConstraintExprs = palloc(sizeof(ExprState *) * constr->num_check);
 	for (i = 0; i < constr->num_check; i++)
-		rri->ri_ConstraintExprs[i] = ExecInitExpr((Expr *) list_nth(claims_checks, i), NULL);
+		rri->ri_CheckConstraintExprs[i] = ExecInitExpr((Expr *) list_nth(claims_checks, i), NULL);
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -478,30 +475,13 @@ claims_exec_begin(FenceCatalog *cat, ClaimsExec *x, Bitmapset *updated)
 	rte->relid = RelationGetRelid(rel);
 	rte->relkind = RELKIND_RELATION;
 	rte->rellockmode = RowExclusiveLock;
-#if PG_VERSION_NUM >= 160000
-	{
-		RTEPermissionInfo *perminfo = addRTEPermissionInfo(&estate->es_rteperminfos, rte);
-
-		perminfo->updatedCols = updated;
-		ExecInitRangeTable(estate, list_make1(rte), estate->es_rteperminfos);
-	}
-#else
-	rte->updatedCols = updated;
-	ExecInitRangeTable(estate, list_make1(rte));
-#endif
+	ExecInitRangeTable_single_compat(estate, rte, updated);
 	x->rri = makeNode(ResultRelInfo);
 	InitResultRelInfo(x->rri, rel, 1, NULL, 0);
 	claims_prepare_checks(cat, x->rri, estate);
-#if PG_VERSION_NUM < 140000
-	estate->es_result_relation_info = x->rri;
-#endif
 	estate->es_output_cid = GetCurrentCommandId(true);
 	ExecOpenIndices(x->rri, false);
-#if PG_VERSION_NUM >= 160000
-	EvalPlanQualInit(&x->epqstate, estate, NULL, NIL, -1, NIL);
-#else
-	EvalPlanQualInit(&x->epqstate, estate, NULL, NIL, -1);
-#endif
+	EvalPlanQualInit_compat(&x->epqstate, estate, NULL, NIL, -1, NIL);
 	AfterTriggerBeginQuery();
 }
 
@@ -512,11 +492,7 @@ claims_exec_end(ClaimsExec *x)
 	EvalPlanQualEnd(&x->epqstate);
 	ExecCloseIndices(x->rri);
 	/* AFTER triggers may have opened the relation again: close that. */
-#if PG_VERSION_NUM >= 140000
 	ExecCloseResultRelations(x->estate);
-#else
-	ExecCleanUpTriggerState(x->estate);
-#endif
 	ExecCloseRangeTableRelations(x->estate);
 }
 
@@ -587,7 +563,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 				if (cat->att_claimed_by != InvalidAttrNumber)
 					claims_set(newslot, &updated, cat->att_claimed_by,
 							   CStringGetTextDatum(p->caller_name), false);
-				/* FALLTHROUGH */
+				pg_fallthrough;
 			case CLAIM_RENEW:
 			case CLAIM_RENEW_ANY:
 				if (change != CLAIM_TAKE_OVER)
@@ -608,11 +584,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		ExecStoreVirtualTuple(newslot);
 
 		claims_exec_begin(cat, &x, updated);
-#if PG_VERSION_NUM >= 140000
 		ExecSimpleRelationUpdate(x.rri, x.estate, &x.epqstate, oldslot, newslot);
-#else
-		ExecSimpleRelationUpdate(x.estate, &x.epqstate, oldslot, newslot);
-#endif
 		claims_exec_end(&x);
 		*result = (change == CLAIM_RENEW || change == CLAIM_RENEW_ANY) ?
 			DatumGetInt64(newslot->tts_values[cat->att_lease_expires_at - 1]) :
@@ -665,11 +637,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 				counts[i] = isnull ? 0 : DatumGetInt64(d);
 			}
 			claims_exec_begin(cat, &x, NULL);
-#if PG_VERSION_NUM >= 140000
 			ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
-#else
-			ExecSimpleRelationDelete(x.estate, &x.epqstate, slot);
-#endif
 			claims_exec_end(&x);
 			done = true;
 		}

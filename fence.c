@@ -80,11 +80,7 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
-#if PG_VERSION_NUM >= 150000
 	MarkGUCPrefixReserved("fence");
-#else
-	EmitWarningsOnPlaceholders("fence");
-#endif
 	fence_xact_init();
 	fence_stats_init();
 	CacheRegisterRelcacheCallback(fence_catalog_invalidate, (Datum) 0);
@@ -472,11 +468,7 @@ fence_index_fetch(Relation rel, Oid indexid, RegProcedure eqproc, Datum key,
 
 	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber,
 						   InvalidOid, idx->rd_indcollation[0], eqproc, key);
-#if PG_VERSION_NUM >= 180000
-	scan = index_beginscan(rel, idx, snapshot, NULL, 1, 0);
-#else
-	scan = index_beginscan(rel, idx, snapshot, 1, 0);
-#endif
+	scan = index_beginscan_compat(rel, idx, snapshot, 1, 0);
 	index_rescan(scan, &skey, 1, NULL, 0);
 	found = index_getnext_slot(scan, ForwardScanDirection, slot);
 

@@ -43,6 +43,8 @@
 #ifndef FENCE_H
 #define FENCE_H
 
+#include "pg_compat.h"
+
 #include "access/attnum.h"
 #include "fmgr.h"
 #include "storage/itemptr.h"
@@ -170,8 +172,9 @@ extern void token_counter_to_timeline(FenceCatalog *cat);
 extern void token_check_range(int64 token);
 extern void token_move_counter(FenceCatalog *cat, int64 last_value,
 							   const char *why);
-extern void token_report_not_current(FenceCatalog *cat, int64 token,
-									 const char *job) pg_attribute_noreturn();
+pg_noreturn extern void token_report_not_current(FenceCatalog *cat,
+												 int64 token,
+												 const char *job);
 
 /* fence's trigger functions and schema (protect.c) */
 typedef struct FenceTriggerFns

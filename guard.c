@@ -349,7 +349,7 @@ guard_applying_replicated(Oid relid, int depth)
 {
 	bool		builtin = IsLogicalWorker();
 
-	if (!builtin && replorigin_session_origin == InvalidRepOriginId)
+	if (!builtin && replorigin_session_origin_compat() == InvalidReplOriginId)
 		return false;
 	if (guard_trigger_depth() != depth)
 		return false;

@@ -299,7 +299,7 @@ fence_registry_any(FenceTriggerFns *fns)
 	rel = table_open(regid, AccessShareLock);
 	snapshot = RegisterSnapshot(GetLatestSnapshot());
 	slot = table_slot_create(rel, NULL);
-	scan = table_beginscan(rel, snapshot, 0, NULL);
+	scan = table_beginscan_compat(rel, snapshot, 0, NULL);
 	found = table_scan_getnextslot(scan, ForwardScanDirection, slot);
 	table_endscan(scan);
 	ExecDropSingleTupleTableSlot(slot);
@@ -357,11 +357,7 @@ refuse_foreign_member(Oid relid)
 	Oid			parent = InvalidOid;
 
 	if (get_rel_relispartition(relid))
-#if PG_VERSION_NUM >= 140000
 		parent = get_partition_parent(relid, true);
-#else
-		parent = get_partition_parent(relid);
-#endif
 
 	ereport(ERROR,
 			(errcode(ERRCODE_WRONG_OBJECT_TYPE),

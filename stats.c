@@ -4,18 +4,22 @@
  *	  Counts of refused writes, by SQLSTATE and database, in shared memory.
  *
  * A fenced write's transaction ends in its error, taking anything it wrote
- * with it, so the counts must live outside the database: in shared memory,
- * which only a library in shared_preload_libraries can reserve.  Without
- * preloading nothing is counted and fence_refusal_counts() says so (NULL);
- * everything else in fence works as before.  The counts start at zero when
- * the server starts and are lost when it stops, as pg_stat_database's are
- * after a crash.
+ * with it, so the counts must live outside the database: in shared memory.
+ * A library in shared_preload_libraries reserves it at server start, on
+ * every major.  On PostgreSQL 17 and later a backend that loads fence
+ * without preloading finds or makes the same struct in the DSM registry
+ * (GetNamedDSMSegment), so the counts work without preloading there.  On 15
+ * and 16 without preloading nothing is counted and fence_refusal_counts()
+ * says so (NULL); everything else in fence works as before.  The counts
+ * start at zero when the server starts and are lost when it stops, as
+ * pg_stat_database's are after a crash.
  *
  * Every ereport of a 5F error wraps its code in fence_refused(), which adds
  * one to the database's counter and returns the code.  It runs while the
  * error is being raised, so it takes no lock that can fail and allocates
  * nothing: a spinlock to find or claim the database's slot (once per
- * backend), then an atomic add.  The claim registry's own counters (claims,
+ * backend), then an atomic add.  That is why the DSM segment is attached
+ * when the library loads, not on the first refusal.  The claim registry's own counters (claims,
  * takeovers, renewals, releases) are columns of fence_claims, not here:
  * they belong to the transactions that make them.
  *
@@ -40,6 +44,8 @@ PG_FUNCTION_INFO_V1(fence_refusal_counts);
 
 /* 5F001 .. 5F006 */
 #define FENCE_N_REFUSALS	6
+/* The name of the counts in shared memory and in the DSM registry. */
+#define FENCE_STATS_SHMEM_NAME	"fence refusal counts"
 /* Databases counted; refusals in further databases are not counted. */
 #define FENCE_STATS_DATABASES	256
 
@@ -60,8 +66,6 @@ static FenceRefusalSlot *my_slot = NULL;	/* this backend's database's */
 static Oid	my_slot_db = InvalidOid;
 
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 
 static void
@@ -71,7 +75,22 @@ fence_stats_shmem_request(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(MAXALIGN(sizeof(FenceStatsShared)));
 }
-#endif
+
+/* Zero counts, whichever kind of shared memory holds them. */
+static void
+stats_init_shared(FenceStatsShared *shared)
+{
+	int			i,
+				j;
+
+	SpinLockInit(&shared->mutex);
+	for (i = 0; i < FENCE_STATS_DATABASES; i++)
+	{
+		shared->slots[i].dboid = InvalidOid;
+		for (j = 0; j < FENCE_N_REFUSALS; j++)
+			pg_atomic_init_u64(&shared->slots[i].refused[j], 0);
+	}
+}
 
 static void
 fence_stats_shmem_startup(void)
@@ -82,41 +101,50 @@ fence_stats_shmem_startup(void)
 		prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	fence_stats = ShmemInitStruct("fence refusal counts",
+	fence_stats = ShmemInitStruct(FENCE_STATS_SHMEM_NAME,
 								  sizeof(FenceStatsShared), &found);
 	if (!found)
-	{
-		int			i,
-					j;
-
-		SpinLockInit(&fence_stats->mutex);
-		for (i = 0; i < FENCE_STATS_DATABASES; i++)
-		{
-			fence_stats->slots[i].dboid = InvalidOid;
-			for (j = 0; j < FENCE_N_REFUSALS; j++)
-				pg_atomic_init_u64(&fence_stats->slots[i].refused[j], 0);
-		}
-	}
+		stats_init_shared(fence_stats);
 	LWLockRelease(AddinShmemInitLock);
 }
 
+#ifdef FENCE_HAVE_DSM_REGISTRY
+/* The DSM registry's initialiser, run once, by the first backend. */
+static void
+stats_init_dsm(FENCE_DSM_INIT_PARAMS)
+{
+	stats_init_shared((FenceStatsShared *) ptr);
+}
+#endif
+
 /*
- * Called from _PG_init.  Shared memory can only be reserved while the
- * postmaster loads shared_preload_libraries.
+ * Called from _PG_init.  While the postmaster loads shared_preload_libraries
+ * it reserves fixed shared memory, which every backend inherits.  A backend
+ * that loads fence itself attaches the DSM registry's segment where the
+ * major has one: here, outside any error, so that fence_refused() never has
+ * to.
  */
 void
 fence_stats_init(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
+	if (process_shared_preload_libraries_in_progress)
+	{
+		prev_shmem_request_hook = shmem_request_hook;
+		shmem_request_hook = fence_stats_shmem_request;
+		prev_shmem_startup_hook = shmem_startup_hook;
+		shmem_startup_hook = fence_stats_shmem_startup;
 		return;
-#if PG_VERSION_NUM >= 150000
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = fence_stats_shmem_request;
-#else
-	RequestAddinShmemSpace(MAXALIGN(sizeof(FenceStatsShared)));
+	}
+#ifdef FENCE_HAVE_DSM_REGISTRY
+	if (IsUnderPostmaster && fence_stats == NULL)
+	{
+		bool		found;
+
+		fence_stats = GetNamedDSMSegment_compat(FENCE_STATS_SHMEM_NAME,
+												sizeof(FenceStatsShared),
+												stats_init_dsm, &found);
+	}
 #endif
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = fence_stats_shmem_startup;
 }
 
 /*
@@ -195,8 +223,8 @@ fence_refused(int sqlerrcode)
  * fence_refusal_counts() RETURNS bigint[]
  *
  * This database's refusals since the server started, 5F001 to 5F006 in
- * order; NULL when they are not counted (fence is not in
- * shared_preload_libraries, or more databases than fence has room for).
+ * order; NULL when they are not counted (on 15 and 16, fence is not in
+ * shared_preload_libraries; or more databases than fence has room for).
  */
 Datum
 fence_refusal_counts(PG_FUNCTION_ARGS)

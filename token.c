@@ -75,8 +75,9 @@ typedef struct FenceTokenCheck
 static int64 issued_floor = 0;
 static uint64 issued_floor_generation = 0;
 
-static void report_token(int64 token, const char *job, FenceTokenCheck *check,
-						 bool never_issued_is_invalid) pg_attribute_noreturn();
+pg_noreturn static void report_token(int64 token, const char *job,
+									 FenceTokenCheck *check,
+									 bool never_issued_is_invalid);
 
 /*
  * Lock tags.  Tokens are unique bigints, so the token lock is exact.  The
