@@ -1,7 +1,7 @@
 # Copyright (c) 2026, the fence authors
 
 # Refused writes counted by SQLSTATE, per database, with fence in
-# shared_preload_libraries (issue 11, part 5; stats.c).
+# shared_preload_libraries, and without it on 17 and later (stats.c).
 #
 # 1. A server started with shared_preload_libraries = 'fence'.  In database
 #    one, one refusal of each kind: 5F001 (a superseded token in the
@@ -14,8 +14,10 @@
 #    database one shows its counts; two 5F003 there count there only.
 # 3. The counts live in shared memory: other backends see them, and they
 #    start again at zero after a restart.
-# 4. The twin: the same server restarted without fence preloaded counts
-#    nothing (refusals_counted false, NULL columns) after the same refusal.
+# 4. The same server restarted without fence preloaded: on 15 and 16 it
+#    counts nothing (refusals_counted false, NULL columns) after the same
+#    refusal; on 17 and later the DSM registry holds the counts, and every
+#    kind is counted as when preloaded.
 # 5. Every query of doc/postgres_exporter.yml runs and returns the columns
 #    its metrics name (the refusals query: six rows when preloaded).
 
@@ -116,7 +118,19 @@ is(counts('postgres'), 't|0|0|0|0|0|0', 'after a restart the counts start at zer
 $node->adjust_conf('postgresql.conf', 'shared_preload_libraries', "''");
 $node->restart;
 is(sqlstate('postgres', $refusal{'5F003'}), '5F003', 'not preloaded: still refused');
-is(counts('postgres'), 'f||||||', 'not preloaded: nothing counted, the view says so');
+if ($node->safe_psql('postgres', 'SHOW server_version_num') >= 170000)
+{
+	# 17 and later: the backend that loads fence finds the counts in the DSM
+	# registry, shared by every backend as the preloaded ones are.
+	is(counts('postgres'), 't|0|0|1|0|0|0', 'not preloaded, 17 and later: counted (DSM registry)');
+	is(sqlstate('postgres', $refusal{$_}), $_, "not preloaded: $_ refused") for sort keys %refusal;
+	is(counts('postgres'), 't|1|1|2|1|1|1', 'not preloaded: each refusal counted, seen from another backend');
+	is(counts('two'), 't|0|0|0|0|0|0', 'not preloaded: database two counts apart');
+}
+else
+{
+	is(counts('postgres'), 'f||||||', 'not preloaded, 15 and 16: nothing counted, the view says so');
+}
 
 $node->stop;
 done_testing();
