@@ -185,8 +185,14 @@ lic_ok = ((isinstance(lic, str) and lic in LICENSES)
           or (isinstance(lic, dict) and lic and all(isinstance(v, str) and re.match(r"^[a-z][a-z0-9+.-]*:", v)
                                                      for v in lic.values())))
 check("license %r is a known short name, a list of them, or name -> URL" % (lic,), lic_ok)
-if lic == "unknown" or lic == ["unknown"]:
-    note("META.json says license \"unknown\": the tree has no LICENSE file and names no license")
+check("META.json names a license, not \"unknown\"", lic not in ("unknown", ["unknown"]), repr(lic))
+license_path = os.path.join(src, "LICENSE")
+license_text = open(license_path).read() if os.path.exists(license_path) else ""
+check("LICENSE at the top of the tree says the PostgreSQL License, as META.json's %r does" % (lic,),
+      lic == "postgresql" and "PostgreSQL License" in license_text)
+copyright_path = os.path.join(src, "debian", "copyright")
+copyright_text = open(copyright_path).read() if os.path.exists(copyright_path) else ""
+check("debian/copyright's License is PostgreSQL", re.search(r"^License: PostgreSQL$", copyright_text, re.M) is not None)
 
 ms = meta.get("meta-spec")
 check("meta-spec.version is 1.0.0", isinstance(ms, dict) and ms.get("version") == "1.0.0", repr(ms))
