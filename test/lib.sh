@@ -226,6 +226,15 @@ fence_stop_clusters_under()
 	done < <(find "$root" -name postmaster.pid -type f 2>/dev/null)
 }
 
+# The result of pg_regress test $2 in make installcheck's output $1: "ok",
+# "failed", or nothing.  15 prints "test name ... ok"; 16 and later print
+# TAP, "ok 3 - name 12 ms" or "not ok 3 + name" (in a parallel group).
+fence_regress_status()
+{
+	grep -E "^(test )? *$2 +\.\.\. +(ok|FAILED|failed)|^(not )?ok +[0-9]+ +[-+] +$2( |\$)" "$1" |
+		tail -n 1 | sed -E 's/.*\.\.\. +(ok|FAILED|failed).*/\1/; s/^FAILED$/failed/; s/^not ok .*/failed/; s/^ok .*/ok/'
+}
+
 # psql against a cluster made by fence_cluster_init: fence_psql DIR [args...]
 fence_psql()
 {

@@ -7,7 +7,9 @@
 # 1. Copies the tree (the build never writes into $FENCE_SRC: a listing of
 #    its files, sizes and times is compared before and after) and runs
 #    `dpkg-buildpackage -us -uc -b` in the copy as the postgres user (no
-#    root, no fakeroot: Rules-Requires-Root: no).  That runs `pg_buildext
+#    root, no fakeroot: Rules-Requires-Root: no), after `pg_buildext
+#    updatecontrol` made the copy's debian/control list this platform's
+#    majors (the committed one is the host's).  That runs `pg_buildext
 #    checkcontrol` (debian/control matches debian/control.in and
 #    debian/pgversions), `pg_buildext build build-N` (a VPATH build; N is
 #    FENCE_PG_MAJOR, the major under test, below too) and `pg_buildext
@@ -144,6 +146,13 @@ build=$dir/build/fence-$default
 fence_copy_tree "$src" "$build" || fence_die "cannot copy $src"
 rm -rf "$build/debian/$pkg" "$build"/build-* "$build"/debian/*.substvars "$build"/debian/files
 chown -R postgres:postgres "$dir/build"
+# debian/control lists one postgresql-N-fence per major that debian/pgversions
+# and this machine's postgresql-common both support; the committed one is the
+# host's (15).  On another platform make it that platform's, as a backport
+# build does (pg_buildext updatecontrol).
+(cd "$build" && fence_as_pg pg_buildext updatecontrol) >"$dir/updatecontrol.log" 2>&1
+check "debian/control, made for this platform, builds $pkg" \
+	"$(grep -c "^Package: $pkg\$" "$build/debian/control")" 1
 t0=$(date +%s)
 if (cd "$build" && fence_as_pg dpkg-buildpackage -us -uc -b) >"$dir/build.log" 2>&1; then
 	ok "dpkg-buildpackage -us -uc -b succeeds as the postgres user ($(($(date +%s) - t0)) s)"
@@ -209,8 +218,7 @@ icheck=
 n_pass=0
 failed_tests=
 for t in $regress; do
-	st=$(grep -E "^(test )? *$t +\.\.\. +(ok|FAILED|failed)" "$dir/installcheck.log" | tail -n 1 |
-		sed -E 's/.*\.\.\. +(ok|FAILED|failed).*/\1/')
+	st=$(fence_regress_status "$dir/installcheck.log" "$t")
 	if [ "$st" = ok ]; then
 		n_pass=$((n_pass + 1))
 	else
