@@ -24,11 +24,11 @@
  * refusal after the ALTER TABLE ... ENABLE ALWAYS TRIGGER of a restore:
  * the dump restores those itself.  sql_drop forgets dropped relations.
  *
- * PostgreSQL 15 quirks designed around: DETACH drops the cloned guard
- * without an sql_drop event (ddl_command_end puts it back); sql_drop can
- * no longer read a dropped trigger's row (the drop is refused at the start
- * instead); DROP EXTENSION fires only fence's own ddl_command_start (so
- * that is where it is refused).
+ * PostgreSQL quirks designed around, the same on 15 to 19: DETACH drops
+ * the cloned guard without an sql_drop event (ddl_command_end puts it
+ * back); sql_drop can no longer read a dropped trigger's row (the drop is
+ * refused at the start instead); DROP EXTENSION fires only fence's own
+ * ddl_command_start (so that is where it is refused).
  *
  * A declaration (fence_allow_ddl for a transaction, the superuser setting
  * fence.allow_ddl for a session) lets the refused DDL of a protected table
