@@ -164,8 +164,14 @@ sub still_protected
 
 sub sub_errors
 {
-	return q1($sub, q{SELECT apply_error_count || ' ' || sync_error_count
-	                    FROM pg_stat_subscription_stats WHERE subname = 'sub'});
+	# sync_error_count; 19 splits it into sync_table_error_count and
+	# sync_seq_error_count: sum whichever columns the major has.
+	return q1($sub, q{SELECT (j->>'apply_error_count') || ' ' ||
+	                         (COALESCE((j->>'sync_error_count')::int, 0)
+	                          + COALESCE((j->>'sync_table_error_count')::int, 0)
+	                          + COALESCE((j->>'sync_seq_error_count')::int, 0))
+	                    FROM (SELECT to_jsonb(s) AS j FROM pg_stat_subscription_stats s
+	                           WHERE s.subname = 'sub') x});
 }
 
 # ---------------------------------------------------------------------------
