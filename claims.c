@@ -28,6 +28,13 @@
  * someone changed the row after the transaction's snapshot.  A job's first
  * claim is an INSERT ... ON CONFLICT DO NOTHING through SPI.
  *
+ * Only a change locks the row.  The conditions are checked first on the
+ * latest version, unlocked, and a call they refuse (a release with another
+ * token, a takeover of a lease renewed meanwhile) returns with no row lock,
+ * no transaction id and no lock on fence_claims: anything it kept would
+ * make the holder's own release, and every takeover of the job, wait for a
+ * transaction that changed nothing.
+ *
  * Copyright (c) 2026, the fence authors
  *
  *-------------------------------------------------------------------------
@@ -81,7 +88,8 @@ typedef enum ClaimChange
 	CLAIM_RENEW,				/* the lease moves */
 	CLAIM_RELEASE,				/* the claim ends */
 	CLAIM_RENEW_ANY,			/* a supervisor moves the current lease */
-	CLAIM_RELEASE_ANY			/* a supervisor ends the current claim */
+	CLAIM_RELEASE_ANY,			/* a supervisor ends the current claim */
+	CLAIM_PRUNE					/* fence_prune deletes a finished claim */
 } ClaimChange;
 
 /*
@@ -247,44 +255,7 @@ claims_insert(FenceCatalog *cat, const ClaimsParams *p)
 	return inserted;
 }
 
-/*
- * Find the job's claim row with the latest snapshot and lock that version,
- * as RelationFindReplTupleByIndex does: if someone is changing it, wait,
- * and if they changed or deleted it, look again.  Returns false if the job
- * has no row.
- */
-static bool
-claims_lock_row(FenceCatalog *cat, Relation rel, const char *job,
-				TupleTableSlot *slot)
-{
-	for (;;)
-	{
-		TM_FailureData tmfd;
-		TM_Result	res;
-
-		if (!claims_lookup(cat, rel, false, CStringGetTextDatum(job), slot))
-			return false;
-		res = table_tuple_lock(rel, &slot->tts_tid, GetLatestSnapshot(), slot,
-							   GetCurrentCommandId(false), LockTupleExclusive,
-							   LockWaitBlock, 0, &tmfd);
-		switch (res)
-		{
-			case TM_Ok:
-				return true;
-			case TM_Updated:
-			case TM_Deleted:
-				continue;		/* changed meanwhile: read the new version */
-			case TM_Invisible:
-				elog(ERROR, "attempted to lock invisible tuple");
-				break;
-			default:
-				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
-				break;
-		}
-	}
-}
-
-/* Do the locked row's values still allow the change?  See ClaimChange. */
+/* Do the row's values allow the change?  See ClaimChange. */
 static bool
 claims_row_allows(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 				  TupleTableSlot *slot)
@@ -295,10 +266,13 @@ claims_row_allows(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	TimestampTz expires = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
 														   &isnull));
 
-	/* (The *_ANY changes set p->token to the token they read and locked.) */
+	/*
+	 * (The *_ANY changes set p->token to the token they read and locked; a
+	 * prune, to the token it read, and p->now to its cutoff.)
+	 */
 	if (token != p->token)
 		return false;
-	if (change == CLAIM_TAKE_OVER)
+	if (change == CLAIM_TAKE_OVER || change == CLAIM_PRUNE)
 		return released || expires < p->now;
 	return !released;
 }
@@ -340,6 +314,61 @@ claims_check_caller(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p
 			 errdetail("The claim was made by role \"%s\".", maker),
 			 errhint("Members of that role may, and so may superusers and roles granted EXECUTE on %s.",
 					 renew ? "fence_renew_any(text, interval)" : "fence_release_any(text)")));
+}
+
+/*
+ * Find the job's claim row with the latest snapshot and, if that version
+ * allows the change (and the caller may make it), lock it, as
+ * RelationFindReplTupleByIndex does: if someone is changing it, wait, and
+ * if they changed or deleted it, look again, and decide again on what they
+ * committed.  A version that refuses the change is not locked: see the
+ * header comment.  The conditions are checked once more on the locked
+ * version, which is the one the change is made to.
+ *
+ * Returns whether slot holds the locked version, which allows the change;
+ * false if the job has no row or the change is refused.  *locked says
+ * whether a version was locked.  It is true with a false result only if the
+ * check on the locked version refuses, which heap never does: a version it
+ * locks with TM_Ok is the very one that was checked.
+ */
+static bool
+claims_lock_row(FenceCatalog *cat, Relation rel, ClaimChange change,
+				const ClaimsParams *p, TupleTableSlot *slot, bool *locked)
+{
+	*locked = false;
+	for (;;)
+	{
+		TM_FailureData tmfd;
+		TM_Result	res;
+
+		if (!claims_lookup(cat, rel, false, CStringGetTextDatum(p->job), slot))
+			return false;
+		if (!claims_row_allows(cat, change, p, slot))
+			return false;
+		claims_check_caller(cat, change, p, slot);
+
+		res = table_tuple_lock(rel, &slot->tts_tid, GetLatestSnapshot(), slot,
+							   GetCurrentCommandId(false), LockTupleExclusive,
+							   LockWaitBlock, 0, &tmfd);
+		switch (res)
+		{
+			case TM_Ok:
+				*locked = true;
+				if (!claims_row_allows(cat, change, p, slot))
+					return false;
+				claims_check_caller(cat, change, p, slot);
+				return true;
+			case TM_Updated:
+			case TM_Deleted:
+				continue;		/* changed meanwhile: read the new version */
+			case TM_Invisible:
+				elog(ERROR, "attempted to lock invisible tuple");
+				break;
+			default:
+				elog(ERROR, "unexpected table_tuple_lock status: %u", res);
+				break;
+		}
+	}
 }
 
 /* Set one column of a virtual slot being built. */
@@ -395,13 +424,19 @@ claims_exec_open(FenceCatalog *cat, ClaimsExec *x)
 	x->estate = CreateExecutorState();
 }
 
-/* Undo claims_exec_open; make a change visible to the rest of the transaction. */
+/*
+ * Undo claims_exec_open; make a change visible to the rest of the
+ * transaction.  A call that locked no row gives back the lock on
+ * fence_claims it took, as claims_fetch does: it wrote nothing, and a
+ * transaction left open must not keep a DBA's CREATE INDEX or ALTER TABLE
+ * waiting for it (a lock the transaction held already stays).
+ */
 static void
-claims_exec_close(ClaimsExec *x, bool changed)
+claims_exec_close(ClaimsExec *x, bool changed, bool locked)
 {
 	ExecResetTupleTable(x->estate->es_tupleTable, false);
 	FreeExecutorState(x->estate);
-	table_close(x->rel, NoLock);
+	table_close(x->rel, locked ? NoLock : RowExclusiveLock);
 	SetUserIdAndSecContext(x->save_userid, x->save_sec_context);
 	if (changed)
 		CommandCounterIncrement();
@@ -511,7 +546,8 @@ claims_refuse_on_standby(const char *what)
 }
 
 /*
- * Change the job's claim row if, once locked, it still allows the change.
+ * Change the job's claim row if it allows the change, and still does once
+ * locked; a row that refuses it is left unlocked (claims_lock_row).
  * Returns whether it did; *result gets the new token (take-over, release)
  * or the new expiry (renew).
  */
@@ -524,6 +560,7 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
 	Bitmapset  *updated = NULL;
+	bool		locked;
 	bool		done = false;
 
 	claims_refuse_on_standby(change == CLAIM_RENEW || change == CLAIM_RENEW_ANY ?
@@ -535,10 +572,8 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 	oldslot = table_slot_create(rel, &x.estate->es_tupleTable);
 	newslot = table_slot_create(rel, &x.estate->es_tupleTable);
 
-	if (claims_lock_row(cat, rel, p->job, oldslot) &&
-		claims_row_allows(cat, change, p, oldslot))
+	if (claims_lock_row(cat, rel, change, p, oldslot, &locked))
 	{
-		claims_check_caller(cat, change, p, oldslot);
 		slot_getallattrs(oldslot);
 		ExecClearTuple(newslot);
 		memcpy(newslot->tts_values, oldslot->tts_values,
@@ -580,6 +615,9 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 						   BoolGetDatum(true), false);
 				claims_count(newslot, &updated, cat->att_n_releases);
 				break;
+			case CLAIM_PRUNE:
+				elog(ERROR, "claims_update cannot prune");
+				break;
 		}
 		ExecStoreVirtualTuple(newslot);
 
@@ -592,58 +630,58 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 		done = true;
 	}
 
-	claims_exec_close(&x, done);
+	claims_exec_close(&x, done, locked);
 	return done;
 }
 
 /*
- * Delete the job's claim row for fence_prune, if, once locked, it still
- * holds this token and is released or expired before cutoff.  The caller
- * holds the job's lock and the token's lock in takeover mode.  counts[]
- * gets the row's n_claims, n_takeovers, n_renewals, n_releases (zeros
- * where the columns do not exist).  Returns whether it deleted.
+ * Delete the job's claim row for fence_prune, if it holds this token and
+ * is released or expired before cutoff, and still does once locked; a row
+ * that no longer does (claimed again, or renewed, since fence_prune read
+ * it) is left unlocked.  The caller holds the job's lock and the token's
+ * lock in takeover mode.  counts[] gets the row's n_claims, n_takeovers,
+ * n_renewals, n_releases (zeros where the columns do not exist).  Returns
+ * whether it deleted.
  */
 bool
 claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 				 TimestampTz cutoff, int64 counts[4])
 {
 	ClaimsExec	x;
+	ClaimsParams p;
 	TupleTableSlot *slot;
+	bool		locked;
 	bool		done = false;
 
+	memset(&p, 0, sizeof(p));
+	p.job = job;
+	p.token = token;
+	p.now = cutoff;
 	claims_exec_open(cat, &x);
 	slot = table_slot_create(x.rel, &x.estate->es_tupleTable);
 
-	if (claims_lock_row(cat, x.rel, job, slot))
+	if (claims_lock_row(cat, x.rel, CLAIM_PRUNE, &p, slot, &locked))
 	{
-		bool		isnull;
-		int64		row_token = DatumGetInt64(slot_getattr(slot, cat->att_token, &isnull));
-		bool		released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
-		TimestampTz expires = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
-															   &isnull));
 		AttrNumber	counters[4] = {cat->att_n_claims, cat->att_n_takeovers,
 		cat->att_n_renewals, cat->att_n_releases};
 		int			i;
 
-		if (row_token == token && (released || expires < cutoff))
+		for (i = 0; i < 4; i++)
 		{
-			for (i = 0; i < 4; i++)
-			{
-				Datum		d = (Datum) 0;
+			Datum		d = (Datum) 0;
+			bool		isnull = true;
 
-				isnull = true;
-				if (counters[i] != InvalidAttrNumber)
-					d = slot_getattr(slot, counters[i], &isnull);
-				counts[i] = isnull ? 0 : DatumGetInt64(d);
-			}
-			claims_exec_begin(cat, &x, NULL);
-			ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
-			claims_exec_end(&x);
-			done = true;
+			if (counters[i] != InvalidAttrNumber)
+				d = slot_getattr(slot, counters[i], &isnull);
+			counts[i] = isnull ? 0 : DatumGetInt64(d);
 		}
+		claims_exec_begin(cat, &x, NULL);
+		ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
+		claims_exec_end(&x);
+		done = true;
 	}
 
-	claims_exec_close(&x, done);
+	claims_exec_close(&x, done, locked);
 	return done;
 }
 
@@ -690,15 +728,6 @@ claims_issue_token(FenceCatalog *cat, const char *job)
  * fence_claim(job, lease, holder) returns bigint
  *
  * Issue a new token for the job if it has no claim, or its claim was
- * released or has expired; otherwise NULL.  Never waits: if another claim of
- * the job is in flight, or a transaction is writing with the job's current
- * token, the answer is NULL at once and the worker tries again later.
- */
-
-/*
- * fence_claim(job, lease, holder) returns bigint
- *
- * Issue a new token for the job if it has no claim, or its claim was
  * released or has expired; otherwise NULL.  Never waits for another claim
  * or a writer: if another claim of the job is in flight, or a transaction
  * is writing with the job's current token, the answer is NULL at once and
@@ -732,11 +761,20 @@ fence_claim(PG_FUNCTION_ARGS)
 		if (!token_try_lock_for_takeover(row.token))
 			PG_RETURN_NULL();
 
-		/* If the conditions changed since the read, the token stays unused. */
+		/*
+		 * If the conditions changed since the read (a DBA's UPDATE extended
+		 * the lease, say), the token stays unused, and the old token's lock
+		 * goes: its claim is live again, and its holder's renewals and
+		 * writes must not wait for this transaction.  The job's lock stays,
+		 * as on every claim that answers NULL.
+		 */
 		p.token = row.token;
 		p.new_token = claims_issue_token(cat, p.job);
 		if (!claims_update(cat, CLAIM_TAKE_OVER, &p, &claimed_token))
+		{
+			token_unlock_takeover(row.token);
 			PG_RETURN_NULL();
+		}
 
 		/* If this transaction wrote with the old token, it may not any more. */
 		fence_xact_forget_token(row.token);
@@ -860,7 +898,9 @@ fence_is_current(PG_FUNCTION_ARGS)
  *
  * A supervisor's release: end the job's current claim, whatever its token.
  * EXECUTE is not granted to PUBLIC.  The current token's lock is taken as
- * fence_release takes it.
+ * fence_release takes it, and given back in the same way if the claim
+ * changed before it could be released (taken over, or released by its
+ * holder, meanwhile).
  */
 Datum
 fence_release_any(PG_FUNCTION_ARGS)
@@ -869,6 +909,7 @@ fence_release_any(PG_FUNCTION_ARGS)
 	FenceCatalog *cat;
 	ClaimRow	row;
 	int64		released_token;
+	bool		newly_locked;
 
 	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
@@ -877,9 +918,13 @@ fence_release_any(PG_FUNCTION_ARGS)
 	if (!claims_fetch(cat, false, CStringGetTextDatum(p.job), &row) || row.released)
 		PG_RETURN_BOOL(false);
 	p.token = row.token;
-	(void) token_lock_against_takeover(p.token);
+	newly_locked = token_lock_against_takeover(p.token);
 	if (!claims_update(cat, CLAIM_RELEASE_ANY, &p, &released_token))
+	{
+		if (newly_locked)
+			token_unlock(p.token);
 		PG_RETURN_BOOL(false);
+	}
 	fence_xact_forget_token(p.token);
 	PG_RETURN_BOOL(true);
 }
