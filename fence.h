@@ -244,6 +244,9 @@ extern void fence_xact_remember_token(int64 token, uint64 generation,
 extern void fence_xact_forget_token(int64 token);
 extern void fence_xact_bind(const char *job, int64 token);
 extern int64 fence_xact_bound_token(const char **job);
+extern int64 fence_xact_statement_binding(const char **job,
+										  int64 *late_token,
+										  const char **late_job);
 extern void fence_xact_note_update(Oid relid, ItemPointer tid, int64 token);
 extern int64 fence_xact_moving_row_token(Oid relid, ItemPointer tid);
 

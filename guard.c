@@ -10,11 +10,13 @@
  * DELETE FOR EACH ROW, after every other BEFORE ROW trigger (it checks the
  * row that will really be written).  For each row it:
  *
- *	1. finds the write's token: the one bound by fence_begin, or the value
- *	   the statement itself writes into the epoch column (on UPDATE only if
- *	   the SET list assigns it, per tg_updatedcols; on INSERT any value but 0
- *	   or NULL; on the DELETE half of a row moving partitions, the UPDATE's).
- *	   None: 5F003.  Both, and different: 5F004, except an INSERT under a
+ *	1. finds the write's token: the one bound by fence_begin before the
+ *	   statement began, or the value the statement itself writes into the
+ *	   epoch column (on UPDATE only if the SET list assigns it, per
+ *	   tg_updatedcols; on INSERT any value but 0 or NULL; on the DELETE half
+ *	   of a row moving partitions, the UPDATE's).  None: 5F003, also when
+ *	   the only binding was made while the statement ran, by a function it
+ *	   calls (xact.c).  Both, and different: 5F004, except an INSERT under a
  *	   binding whose epoch is below the bound token: copied rows, stamped.
  *	2. asks the arbiter whether the token is its job's current claim, under
  *	   the token's lock (token.c).  Never issued: 5F004; superseded: 5F001.
@@ -369,6 +371,8 @@ typedef struct GuardWrite
 	bool		stmt_token_null;	/* ... which is NULL */
 	const char *bound_job;		/* the job fence_begin bound, or NULL */
 	int64		bound_token;	/* ... and its token, 0 if none */
+	int64		late_token;		/* a binding made during the statement */
+	const char *late_job;		/* ... and its job (no token for it) */
 	int64		token;			/* the write's token */
 	const char *job;			/* its job, once the arbiter has said */
 } GuardWrite;
@@ -395,11 +399,35 @@ guard_refuse_invalid_token(const char *colname, bool isnull, int64 value)
 }
 
 /*
+ * 5F003: the write's only token is a binding made while its own statement
+ * ran.  A function the statement calls bound it after the statement had
+ * begun without a token: it covers the statements after it, not this one
+ * (xact.c).  The write carries no token, as it would without the binding;
+ * the message says where the binding came from.
+ */
+static void
+guard_refuse_bound_in_statement(const char *relname, GuardWrite *w)
+{
+	ereport(ERROR,
+			(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),
+			 w->late_job ?
+			 errmsg("fencing token " INT64_FORMAT " of job \"%s\" was bound during the statement that writes \"%s\"",
+					w->late_token, w->late_job, relname) :
+			 errmsg("fresh fencing token " INT64_FORMAT " was bound during the statement that writes \"%s\"",
+					w->late_token, relname),
+			 errdetail("A binding made while a statement runs, by a function the statement calls (from a WHEN clause, a default, a constraint, a policy or a CTE, say), covers only the statements after it; this write carries no token of its own."),
+			 w->late_job ?
+			 errhint("Call fence_begin in the transaction before the statement that writes.") :
+			 errhint("Call fence_begin_fresh in the transaction before the statement that writes.")));
+}
+
+/*
  * Step 1: where the write's token comes from.  The statement's own value
  * (INSERT: any but 0 or NULL; UPDATE: only if the SET list assigns the
  * column, per tg_updatedcols, since a repeat-mode write may set the same
  * value again; the DELETE half of a row moving partitions: the UPDATE's),
- * or the transaction's binding.  Both and different, or neither: refused.
+ * or the binding in force when the statement began.  Both and different,
+ * or neither: refused.
  */
 static void
 guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
@@ -435,7 +463,8 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 	else
 		w->oldtuple = trigdata->tg_trigtuple;
 
-	w->bound_token = fence_xact_bound_token(&w->bound_job);
+	w->bound_token = fence_xact_statement_binding(&w->bound_job,
+												  &w->late_token, &w->late_job);
 
 	/*
 	 * Rows copied from elsewhere in the table carry their old epoch into an
@@ -474,6 +503,9 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 						   guard_column_name(trigdata, cfg),
 						   w->stmt_token, w->bound_token),
 				 errhint(FENCE_STOP_HINT)));
+	if (!w->has_stmt_token && w->bound_token == 0 && w->late_token != 0)
+		guard_refuse_bound_in_statement(RelationGetRelationName(trigdata->tg_relation),
+										w);
 	if (!w->has_stmt_token && w->bound_token == 0)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),
@@ -675,7 +707,8 @@ fence_guard(PG_FUNCTION_ARGS)
  * what the BEFORE guard would stamp, and a write that carries, as its
  * statement's token, the very token the row holds (a repeat-mode or
  * shared-mode write again by the same execution), which passes under
- * fence_begin.  A row moving to another partition is deleted and inserted
+ * fence_begin (called before the statement began, as for the BEFORE
+ * guard).  A row moving to another partition is deleted and inserted
  * before any AFTER UPDATE trigger could see it: its DELETE half finds no
  * token unless one is bound.
  */
@@ -735,7 +768,8 @@ guard_check_update(Oid fn_oid, Oid relid, const char *colname, FenceMode mode,
 		(!old_isnull && new_epoch == old_epoch);
 
 	memset(&w, 0, sizeof(w));
-	w.bound_token = fence_xact_bound_token(&w.bound_job);
+	w.bound_token = fence_xact_statement_binding(&w.bound_job,
+												 &w.late_token, &w.late_job);
 
 	/* Step 1, without stamping: the epoch as written is the token. */
 	if (w.bound_token != 0 && unchanged &&
@@ -765,6 +799,8 @@ guard_check_update(Oid fn_oid, Oid relid, const char *colname, FenceMode mode,
 				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT ".",
 						   colname, new_epoch, w.bound_token),
 				 errhint(FENCE_STOP_HINT)));
+	if (w.bound_token == 0 && unchanged && w.late_token != 0)
+		guard_refuse_bound_in_statement(guard_rel_name(relid), &w);
 	if (w.bound_token == 0 && unchanged)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),

@@ -459,6 +459,10 @@ in_trigger(void)
  *
  * Bind the token to the transaction: every write to a protected table until
  * it ends carries the token, and no claim of the job can succeed meanwhile.
+ * Every write, that is, of the statements that begin after this call: a
+ * statement that calls fence_begin while it writes (from a WHEN clause, a
+ * DEFAULT, a constraint, a policy, a CTE) was not written with the token,
+ * and its own writes do not carry it (xact.c, fence_xact_statement_binding).
  *
  * Outside a transaction block the transaction is the statement's own, so
  * the binding ends with it.  That is right for a PL/pgSQL handler called
@@ -506,7 +510,8 @@ fence_begin(PG_FUNCTION_ARGS)
  * present it as current (5F001); this one holds it until it ends.  In
  * strict and repeat mode the fresh writer is the newest writer: a stale
  * execution writing a row after it is fenced (5F002).  With a reason, the
- * call is recorded in fence_audit_log.
+ * call is recorded in fence_audit_log.  As with fence_begin, the binding
+ * covers the statements that begin after the call, not the one making it.
  */
 Datum
 fence_begin_fresh(PG_FUNCTION_ARGS)

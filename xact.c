@@ -19,6 +19,27 @@
  * Nothing survives the top-level transaction, which is what lets fence work
  * through a transaction-mode connection pooler.
  *
+ * A binding vouches only for the statements that begin after it.  A
+ * statement written without a token can call a function that calls
+ * fence_begin while it runs: from a trigger's WHEN clause, a DEFAULT, a
+ * CHECK constraint, a row-level security policy, its SET list, WHERE
+ * clause or RETURNING list, a CTE.  Taken as the statement's token, such a
+ * binding would stamp rows with a token the statement was never written
+ * with.  So each binding keeps the command ID it was made at, and the guard
+ * takes the innermost binding made before the writing statement began (its
+ * snapshot, the active one, carries the command ID it began at): the one
+ * in force when the statement began.  A binding made later covers the
+ * statements after it, not this one.  "Statement" is the one whose
+ * snapshot is active where the guard runs, not the top-level statement:
+ * each statement of a PL/pgSQL or SQL function, DO block or procedure runs
+ * at a command ID after the one before it, so a function that calls
+ * fence_begin and then writes in a later statement of its own is covered,
+ * as the same two statements sent by a client are.  So are the statements
+ * a trigger body runs, and a foreign key's cascades: a binding made before
+ * they began covers them (fence_begin refuses to run in a trigger body).
+ * The tokens fence_claim issues during a statement are told apart the same
+ * way.
+ *
  * PREPARE TRANSACTION is refused once a transaction has taken any of
  * fence's locks (a claim, a renewal, a release, a validated token): a
  * prepared transaction would keep the job's takeover blocked for as long as
@@ -53,18 +74,21 @@ typedef struct FenceHeldToken
 	SubTransactionId subid;		/* the subtransaction holding its lock */
 } FenceHeldToken;
 
-/* A binding made by fence_begin. */
+/* A binding made by fence_begin or fence_begin_fresh. */
 typedef struct FenceBinding
 {
 	int64		token;
-	char	   *job;
+	char	   *job;			/* NULL for a fresh token */
 	SubTransactionId subid;		/* the subtransaction that made it */
+	CommandId	cid;			/* the command ID it was made at */
 } FenceBinding;
 
 /*
  * Both arrays live in TopTransactionContext and are forgotten at the end of
  * the transaction.  They stay tiny: a handler uses one token, perhaps a few.
- * The bindings form a stack; the innermost live one is in force.
+ * The bindings form a stack, in the order they were made, so their command
+ * IDs never decrease from the bottom up; the innermost live one is in force
+ * for the statements that begin after it.
  */
 static FenceHeldToken *held_tokens = NULL;
 static int	n_held_tokens = 0;
@@ -305,7 +329,7 @@ fence_xact_forget_token(int64 token)
 	n_held_tokens = kept;
 }
 
-/* Bind a validated token to the transaction (fence_begin). */
+/* Bind a validated token (fence_begin, fence_begin_fresh). */
 void
 fence_xact_bind(const char *job, int64 token)
 {
@@ -322,10 +346,75 @@ fence_xact_bind(const char *job, int64 token)
 	bindings[n_bindings].job = job ?
 		MemoryContextStrdup(TopTransactionContext, job) : NULL;
 	bindings[n_bindings].subid = GetCurrentSubTransactionId();
+
+	/*
+	 * Mark the command ID used, so that the next statement runs at a later
+	 * one even if nothing in this one writes: a statement that began at this
+	 * command ID or an earlier one was already running when the binding was
+	 * made (fence_xact_statement_binding).
+	 */
+	bindings[n_bindings].cid = GetCurrentCommandId(true);
 	n_bindings++;
 }
 
-/* The token in force for this transaction, 0 if none; *job gets its job. */
+/*
+ * The command ID the statement now running began at, which its snapshot
+ * (the active one) carries.  Without an active snapshot, the current
+ * command ID: a binding made in this very command is still one made during
+ * the statement.
+ */
+static CommandId
+statement_command_id(void)
+{
+	if (ActiveSnapshotSet())
+		return GetActiveSnapshot()->curcid;
+	return GetCurrentCommandId(false);
+}
+
+/*
+ * The binding that vouches for the statement now running: the innermost
+ * live binding made before the statement began.  Returns its token, 0 if
+ * there is none; *job gets its job (NULL for a fresh token).
+ *
+ * Bindings made while the statement was running (see the header comment)
+ * are passed over.  If there are any, *late_token and *late_job get the
+ * innermost, the one the write would otherwise have carried, so that the
+ * guard can say why it finds no token; otherwise 0 and NULL.
+ */
+int64
+fence_xact_statement_binding(const char **job, int64 *late_token,
+							 const char **late_job)
+{
+	CommandId	stmt_cid;
+	int			i;
+
+	*job = NULL;
+	*late_token = 0;
+	*late_job = NULL;
+	if (n_bindings == 0)
+		return 0;
+
+	stmt_cid = statement_command_id();
+	for (i = n_bindings - 1; i >= 0; i--)
+	{
+		if (bindings[i].cid < stmt_cid)
+		{
+			*job = bindings[i].job;
+			return bindings[i].token;
+		}
+		if (*late_token == 0)
+		{
+			*late_token = bindings[i].token;
+			*late_job = bindings[i].job;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The token in force for this transaction, 0 if none; *job gets its job.
+ * The guard asks fence_xact_statement_binding instead.
+ */
 int64
 fence_xact_bound_token(const char **job)
 {
