@@ -8,6 +8,7 @@ OBJS = \
 	ddl.o \
 	fence.o \
 	guard.o \
+	intact.o \
 	protect.o \
 	prune.o \
 	stats.o \

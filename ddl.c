@@ -47,6 +47,7 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
@@ -76,6 +77,14 @@ PG_FUNCTION_INFO_V1(fence_after_when_is_canonical_sql);
 
 /* fence.allow_ddl: a superuser's session declares its DDL (fence.c). */
 bool		fence_allow_ddl_setting = false;
+
+/*
+ * Relations whose triggers or columns sql_drop saw dropped (DROP EXTENSION
+ * of an extension a guard was made to depend on, say), for the end of the
+ * same command to check.  Kept in the transaction's memory: forgotten with
+ * it (drop_touched_reset).
+ */
+static List *drop_touched = NIL;
 
 
 /*
@@ -296,42 +305,59 @@ rel_is_empty(Oid relid)
 /*
  * A table entering a protected tree (ATTACH PARTITION, INHERIT) brings
  * rows no token checked, unless it is empty or already protected the same
- * way.
+ * way: decided at the end of the command (end_incoming), once PostgreSQL
+ * has checked that the caller owns both tables and taken its locks.  Until
+ * then fence neither locks nor reads a table the caller may not own: the
+ * answer would tell a stranger whether it is empty, and the lock would
+ * queue everyone behind it.  Here only what can be refused from the
+ * catalog: an unlogged table.
  */
 static void
-check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
-			   const char *mode, const char *form, const char *command, bool attach)
+check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *command,
+			   bool attach)
 {
-	char	   *child_column;
-	char	   *child_mode;
-	char	   *child_form;
-
 	/* A foreign table is refused at the end of the command (42809). */
 	if (!OidIsValid(child) || get_rel_relkind(child) == RELKIND_FOREIGN_TABLE)
 		return;
-	/*
-	 * The command itself locks the table this way, but only after this
-	 * check: lock it first, so that no row can arrive between the check and
-	 * the attach.
-	 */
-	LockRelationOid(child, AccessExclusiveLock);
-	if (fence_registry_lookup(fns, child, &child_column, &child_mode, &child_form) &&
-		strcmp(child_column, column) == 0 && strcmp(child_mode, mode) == 0 &&
-		strcmp(child_form, form) == 0)
-	{
-		/*
-		 * A partition gets the parent's guard as a clone, which would clash
-		 * with the table's own: drop that one (the clone replaces it in the
-		 * same command, and the table's TRUNCATE refusal stays).
-		 */
-		if (attach)
-			fence_drop_guards(fns, child);
+	if (!fence_may_manage(child) || !fence_may_manage(parent))
 		return;
-	}
 	if (get_rel_persistence(child) == RELPERSISTENCE_UNLOGGED)
 		refuse(fns, parent, command,
 			   psprintf("Table \"%s\" is unlogged: a crash would lose writes that fence accepted.",
 						fence_rel_display_name(child)));
+
+	/*
+	 * A partition gets the parent's guard as a clone, which would clash with
+	 * a protected table's own: drop that one (the clone replaces it in the
+	 * same command; if the end of the command refuses the table, the drop
+	 * rolls back with it).
+	 */
+	if (attach && fence_registry_lookup(fns, child, NULL, NULL, NULL))
+		fence_drop_guards(fns, child);
+}
+
+/*
+ * At the end of ATTACH or INHERIT into a protected tree: the table that
+ * joined may keep its rows if a guard of the same column, mode and form
+ * checked them, or if it has none.  Read with the latest snapshot, under
+ * the command's own lock, as the table's owner with row-level security
+ * off: a policy that hides rows must not make a table look empty.
+ */
+static void
+end_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
+			 const char *mode, const char *form, const char *command)
+{
+	char	   *ccolumn;
+	char	   *cmode;
+	char	   *cform;
+
+	/* A foreign table is refused as a member (fence_protect_tree, 42809). */
+	if (get_rel_relkind(child) == RELKIND_FOREIGN_TABLE)
+		return;
+	if (fence_registry_lookup(fns, child, &ccolumn, &cmode, &cform) &&
+		strcmp(ccolumn, column) == 0 && strcmp(cmode, mode) == 0 &&
+		fence_form_is_after(cform) == fence_form_is_after(form))
+		return;
 	if (rel_is_empty(child))
 		return;
 	refuse(fns, parent, command,
@@ -400,7 +426,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 
 			if (OidIsValid(parent) &&
 				fence_registry_lookup(fns, parent, &pcolumn, &pmode, &pform))
-				check_incoming(fns, parent, relid, pcolumn, pmode, pform, "INHERIT", false);
+				check_incoming(fns, parent, relid, "INHERIT", false);
 			continue;
 		}
 		if (!protected)
@@ -461,7 +487,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			case AT_AttachPartition:
 				check_incoming(fns, relid,
 							   rangevar_relid(((PartitionCmd *) cmd->def)->name),
-							   column, mode, form, "ATTACH PARTITION", true);
+							   "ATTACH PARTITION", true);
 				break;
 			default:
 				break;
@@ -555,79 +581,6 @@ trigger_is_canonical(FenceTriggerFns *fns, CreateTrigStmt *stmt, Oid fnoid,
 		 (OidIsValid(fns->guard_after_fn) &&
 		  stmt->events == (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_DELETE))) &&
 		guard_args_ok(stmt->args, relid);
-}
-
-/* Is the node a Var of the trigger's NEW or OLD row, column attnum? */
-static bool
-is_row_var(Node *node, int varno, AttrNumber attnum)
-{
-	return node != NULL && IsA(node, Var) &&
-		((Var *) node)->varno == varno && ((Var *) node)->varattno == attnum &&
-		((Var *) node)->varlevelsup == 0;
-}
-
-/* Is the node a non-NULL Const of the type whose text is value? */
-static bool
-is_const_text(Node *node, Oid type, const char *value)
-{
-	Const	   *con = (Const *) node;
-
-	if (node == NULL || !IsA(node, Const) || con->consttype != type || con->constisnull)
-		return false;
-	if (type == NAMEOID)
-		return strcmp(NameStr(*DatumGetName(con->constvalue)), value) == 0;
-	return strcmp(TextDatumGetCString(con->constvalue), value) == 0;
-}
-
-/*
- * Is the WHEN clause of the after form's trigger tgname on relid the one
- * fence creates: NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid,
- * 'col', 'mode'), with the column and mode of the trigger's arguments?
- * Compared as the stored expression tree, not as text.
- */
-bool
-fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgname)
-{
-	Oid			argtypes[5] = {INT8OID, INT8OID, OIDOID, NAMEOID, TEXTOID};
-	Oid			allowed_fn = fence_find_function(fns->nspid, "fence_update_allowed",
-												 5, argtypes);
-	Relation	rel = relation_open(relid, AccessShareLock);
-	TriggerDesc *trigdesc = rel->trigdesc;
-	Trigger    *trigger = NULL;
-	bool		ok = false;
-	int			i;
-
-	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
-		if (strcmp(trigdesc->triggers[i].tgname, tgname) == 0)
-			trigger = &trigdesc->triggers[i];
-
-	if (trigger != NULL && trigger->tgqual != NULL && OidIsValid(allowed_fn) &&
-		trigger->tgnargs <= 2)
-	{
-		const char *column = trigger->tgnargs >= 1 ? trigger->tgargs[0] : "writer_epoch";
-		const char *mode = trigger->tgnargs >= 2 ? trigger->tgargs[1] : "strict";
-		AttrNumber	attnum = get_attnum(relid, column);
-		Node	   *qual = stringToNode(trigger->tgqual);
-		BoolExpr   *not = (BoolExpr *) qual;
-		FuncExpr   *call;
-
-		/* a WHEN clause is stored as an implicit-AND list */
-		if (IsA(qual, List) && list_length((List *) qual) == 1)
-			not = (BoolExpr *) linitial((List *) qual);
-		if (attnum > 0 && IsA(not, BoolExpr) && not->boolop == NOT_EXPR &&
-			list_length(not->args) == 1 && IsA(linitial(not->args), FuncExpr))
-		{
-			call = (FuncExpr *) linitial(not->args);
-			ok = call->funcid == allowed_fn && list_length(call->args) == 5 &&
-				is_row_var(list_nth(call->args, 0), PRS2_NEW_VARNO, attnum) &&
-				is_row_var(list_nth(call->args, 1), PRS2_OLD_VARNO, attnum) &&
-				is_row_var(list_nth(call->args, 2), PRS2_NEW_VARNO, TableOidAttributeNumber) &&
-				is_const_text(list_nth(call->args, 3), NAMEOID, column) &&
-				is_const_text(list_nth(call->args, 4), TEXTOID, mode);
-		}
-	}
-	relation_close(rel, AccessShareLock);
-	return ok;
 }
 
 static void
@@ -843,9 +796,38 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-/* The relations a command created or altered (pg_event_trigger_ddl_commands). */
+/*
+ * A query of the relations in pg_event_trigger_ddl_commands(): the tables a
+ * command created or altered (COMMAND_TABLES), or every relation it touched
+ * (COMMAND_TOUCHED): those, and the relations of the triggers, defaults,
+ * constraints and rules it created or altered.  Not read-only: the
+ * command's own catalog rows must be visible, and the active snapshot
+ * predates them.
+ */
+#define COMMAND_TABLES \
+	"SELECT DISTINCT c.objid" \
+	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c" \
+	" WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass" \
+	"   AND c.objsubid OPERATOR(pg_catalog.=) 0"
+#define COMMAND_TOUCHED \
+	"SELECT DISTINCT r.relid FROM (" \
+	" SELECT CASE c.classid" \
+	"   WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN c.objid" \
+	"   WHEN 'pg_catalog.pg_trigger'::pg_catalog.regclass THEN (SELECT t.tgrelid" \
+	"     FROM pg_catalog.pg_trigger t WHERE t.oid OPERATOR(pg_catalog.=) c.objid)" \
+	"   WHEN 'pg_catalog.pg_attrdef'::pg_catalog.regclass THEN (SELECT d.adrelid" \
+	"     FROM pg_catalog.pg_attrdef d WHERE d.oid OPERATOR(pg_catalog.=) c.objid)" \
+	"   WHEN 'pg_catalog.pg_constraint'::pg_catalog.regclass THEN (SELECT k.conrelid" \
+	"     FROM pg_catalog.pg_constraint k WHERE k.oid OPERATOR(pg_catalog.=) c.objid)" \
+	"   WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN (SELECT w.ev_class" \
+	"     FROM pg_catalog.pg_rewrite w WHERE w.oid OPERATOR(pg_catalog.=) c.objid)" \
+	"   END AS relid" \
+	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c) r" \
+	" WHERE r.relid IS NOT NULL AND r.relid OPERATOR(pg_catalog.<>) 0"
+
+/* The relations of the command, by one of the queries above. */
 static List *
-command_relids(void)
+command_relids(const char *query)
 {
 	MemoryContext callercxt = CurrentMemoryContext;
 	List	   *relids = NIL;
@@ -853,11 +835,7 @@ command_relids(void)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT DISTINCT c.objid"
-					"  FROM pg_catalog.pg_event_trigger_ddl_commands() c"
-					" WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
-					"   AND c.objsubid OPERATOR(pg_catalog.=) 0",
-					true, 0) != SPI_OK_SELECT)
+	if (SPI_execute(query, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the commands of the event trigger");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -918,7 +896,7 @@ rel_parents(Oid relid)
 static void
 protect_new_children(FenceTriggerFns *fns)
 {
-	List	   *relids = command_relids();
+	List	   *relids = command_relids(COMMAND_TABLES);
 	ListCell   *lc;
 
 	foreach(lc, relids)
@@ -972,6 +950,7 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 		AlterTableType subtype = ((AlterTableCmd *) lfirst(lc))->subtype;
 
 		if (subtype == AT_AttachPartition || subtype == AT_DetachPartition ||
+			subtype == AT_DetachPartitionFinalize ||
 			subtype == AT_AddInherit || subtype == AT_EnableTrigAll ||
 			subtype == AT_EnableTrigUser)
 			break;
@@ -990,11 +969,15 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			case AT_AttachPartition:
 				child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
 				if (protected && OidIsValid(child))
+				{
+					end_incoming(fns, relid, child, column, mode, form, "ATTACH PARTITION");
 					protect_and_record(fns, child, column, mode, form, "attach",
 									   psprintf("ATTACH PARTITION to %s",
 												fence_rel_query_name(relid)));
+				}
 				break;
 			case AT_DetachPartition:
+			case AT_DetachPartitionFinalize:
 				{
 					char	   *ccolumn;
 					char	   *cmode;
@@ -1018,9 +1001,14 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 
 					if (OidIsValid(parent) &&
 						fence_registry_lookup(fns, parent, &pcolumn, &pmode, &pform))
+					{
+						end_incoming(fns, parent, relid, pcolumn, pmode, pform, "INHERIT");
+						/* its own guard, of whatever settings, becomes the tree's */
+						fence_drop_guards(fns, relid);
 						protect_and_record(fns, relid, pcolumn, pmode, pform, "attach",
 										   psprintf("INHERIT %s",
 													fence_rel_query_name(parent)));
+					}
 				}
 				break;
 			case AT_EnableTrigAll:
@@ -1048,12 +1036,23 @@ end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 {
 	Oid			relid = rangevar_relid(stmt->relation);
 	Oid			fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
-	const char *column = "writer_epoch";
-	const char *mode = "strict";
+	const char *column = FENCE_DEFAULT_EPOCH_COLUMN;
+	const char *mode = FENCE_DEFAULT_MODE;
 	const char *form;
 
-	if (!OidIsValid(relid) || !OidIsValid(fnoid) ||
-		(fnoid != fns->guard_fn && fnoid != fns->guard_after_fn))
+	if (!OidIsValid(relid) || !OidIsValid(fnoid))
+		return;
+
+	/*
+	 * A restore creates fence's TRUNCATE refusal and the after form's UPDATE
+	 * check in place of the ones fence made, and makes them ENABLE ALWAYS
+	 * only in a later command: make them so now, as fence_protect does.
+	 */
+	if ((fnoid == fns->refuse_truncate_fn || fnoid == fns->guard_after_fn) &&
+		trigger_is_canonical(fns, stmt, fnoid, relid) &&
+		fence_registry_lookup(fns, relid, NULL, NULL, NULL))
+		fence_heal_triggers(fns, relid);
+	if (fnoid != fns->guard_fn && fnoid != fns->guard_after_fn)
 		return;
 	if (fnoid == fns->guard_after_fn)
 	{
@@ -1094,7 +1093,7 @@ end_rename(FenceTriggerFns *fns, const char *command)
 {
 	ListCell   *lc;
 
-	foreach(lc, command_relids())
+	foreach(lc, command_relids(COMMAND_TABLES))
 	{
 		Oid			relid = lfirst_oid(lc);
 
@@ -1116,6 +1115,219 @@ creates_child(Node *parsetree)
 			((CreateStmt *) lfirst(lc))->inhRelations != NIL)
 			return true;
 	return false;
+}
+
+/* The transaction's memory is gone: so is drop_touched. */
+static void
+drop_touched_reset(void *arg pg_attribute_unused())
+{
+	drop_touched = NIL;
+}
+
+/* Note a relation for the end-of-command check (from sql_drop). */
+static void
+note_drop_touched(Oid relid)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+
+	if (drop_touched == NIL)
+	{
+		MemoryContextCallback *cb = palloc(sizeof(MemoryContextCallback));
+
+		cb->func = drop_touched_reset;
+		cb->arg = NULL;
+		MemoryContextRegisterResetCallback(TopTransactionContext, cb);
+	}
+	drop_touched = list_append_unique_oid(drop_touched, relid);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/*
+ * Is the command's change of relid declared, for it or for a table above it
+ * in its tree (fence_allow_ddl on a partitioned table covers what the
+ * command does to its partitions)?
+ */
+static bool
+declared_in_tree(FenceTriggerFns *fns, Oid relid, const char *command)
+{
+	List	   *todo = list_make1_oid(relid);
+	List	   *seen = NIL;
+
+	while (todo != NIL)
+	{
+		Oid			r = linitial_oid(todo);
+
+		todo = list_delete_first(todo);
+		if (list_member_oid(seen, r))
+			continue;
+		seen = lappend_oid(seen, r);
+		if (ddl_declared(fns, r, command))
+			return true;
+		todo = list_concat(todo, rel_parents(r));
+	}
+	return false;
+}
+
+/* The topmost registered relation above relid (relid itself if none). */
+static Oid
+registered_root(FenceTriggerFns *fns, Oid relid)
+{
+	bool		moved = true;
+
+	while (moved)
+	{
+		ListCell   *lc;
+
+		moved = false;
+		foreach(lc, rel_parents(relid))
+			if (fence_registry_lookup(fns, lfirst_oid(lc), NULL, NULL, NULL))
+			{
+				relid = lfirst_oid(lc);
+				moved = true;
+				break;
+			}
+	}
+	return relid;
+}
+
+/*
+ * Refuse the command: it left relid not intact (problem says how), and did
+ * not declare it.
+ */
+static void
+refuse_broken(FenceTriggerFns *fns, Oid relid, const char *command,
+			  const char *problem)
+{
+	char	   *detail = pstrdup(problem);
+	Oid			root;
+	char	   *column;
+	char	   *mode;
+	char	   *form;
+
+	if (declared_in_tree(fns, relid, command))
+		return;
+	root = registered_root(fns, relid);
+	if (!fence_registry_lookup(fns, root, &column, &mode, &form))
+		elog(ERROR, "relation %u is not registered", root);
+	detail[0] = pg_toupper((unsigned char) detail[0]);
+	ereport(ERROR,
+			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+			 errmsg("%s would leave protected table \"%s\" unguarded",
+					command, fence_rel_display_name(relid)),
+			 errdetail("%s.", detail),
+			 errhint("If this is intended, declare it first in the same transaction: SELECT fence_allow_ddl(%s, 'why'). "
+					 "If the table was like this before the command, repair its tree first: SELECT fence_protect(%s, %s, %s%s).",
+					 quote_literal_cstr(fence_rel_query_name(relid)),
+					 quote_literal_cstr(fence_rel_query_name(root)),
+					 quote_literal_cstr(column), quote_literal_cstr(mode),
+					 fence_form_is_after(form) ? ", form => 'after'" : "")));
+}
+
+/*
+ * The end of every DDL command: every protected relation the command
+ * touched, in the tree of anything it touched, must still be intact
+ * (intact.c), or the whole command is rolled back.  This is the guarantee;
+ * the refusals at ddl_command_start only say it sooner, and more clearly.
+ * It runs after PostgreSQL's own permission checks and while the command
+ * still holds its locks, and reads the registry and the catalog as they
+ * are now, so no session can change either between the check and the
+ * command.
+ *
+ * What it reads: the relations of pg_event_trigger_ddl_commands() (and of
+ * the triggers, defaults, constraints and rules in it), those sql_drop saw
+ * lose a trigger, and the tables an ALTER TABLE attached, detached or
+ * inherited; then everything above and below each of them, for a command
+ * on a parent recurses into its children and a child's change is its
+ * parent tree's.  On a database that protects nothing, nothing is read.
+ */
+static void
+check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
+{
+	List	   *touched;
+	List	   *seen = NIL;
+	List	   *todo;
+	ListCell   *lc;
+
+	if (!fence_registry_any(fns))
+	{
+		drop_touched = NIL;
+		return;
+	}
+	touched = command_relids(COMMAND_TOUCHED);
+	foreach(lc, drop_touched)
+		touched = list_append_unique_oid(touched, lfirst_oid(lc));
+	drop_touched = NIL;
+	if (IsA(parsetree, AlterTableStmt))
+	{
+		Oid			relid = rangevar_relid(((AlterTableStmt *) parsetree)->relation);
+
+		if (OidIsValid(relid))
+			touched = list_append_unique_oid(touched, relid);
+		foreach(lc, ((AlterTableStmt *) parsetree)->cmds)
+		{
+			AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+			Oid			other = InvalidOid;
+
+			if (cmd->subtype == AT_AttachPartition || cmd->subtype == AT_DetachPartition ||
+				cmd->subtype == AT_DetachPartitionFinalize)
+				other = rangevar_relid(((PartitionCmd *) cmd->def)->name);
+			else if (cmd->subtype == AT_AddInherit || cmd->subtype == AT_DropInherit)
+				other = rangevar_relid((RangeVar *) cmd->def);
+			if (OidIsValid(other))
+				touched = list_append_unique_oid(touched, other);
+		}
+	}
+
+	/* Each touched relation, what is above it and what is below it. */
+	todo = NIL;
+	foreach(lc, touched)
+	{
+		Oid			relid = lfirst_oid(lc);
+		List	   *up = list_make1_oid(relid);
+
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+			continue;
+		while (up != NIL)
+		{
+			Oid			r = linitial_oid(up);
+
+			up = list_delete_first(up);
+			if (list_member_oid(todo, r))
+				continue;
+			todo = lappend_oid(todo, r);
+			up = list_concat(up, rel_parents(r));
+		}
+		todo = list_concat_unique_oid(todo,
+									  find_all_inheritors(relid, AccessShareLock, NULL));
+	}
+
+	foreach(lc, todo)
+	{
+		Oid			relid = lfirst_oid(lc);
+		char	   *column;
+		char	   *mode;
+		char	   *form;
+		char	   *problem;
+		ListCell   *clc;
+
+		if (list_member_oid(seen, relid))
+			continue;
+		seen = lappend_oid(seen, relid);
+		if (!fence_registry_lookup(fns, relid, &column, &mode, &form))
+			continue;
+		problem = fence_rel_broken(fns, relid, column, mode, form);
+		if (problem != NULL)
+			refuse_broken(fns, relid, command, problem);
+		/* its direct children: registered alike (each is in todo itself) */
+		foreach(clc, find_inheritance_children(relid, AccessShareLock))
+		{
+			Oid			child = lfirst_oid(clc);
+
+			problem = fence_member_broken(fns, child, column, mode, form);
+			if (problem != NULL)
+				refuse_broken(fns, relid, command, problem);
+		}
+	}
 }
 
 /*
@@ -1171,6 +1383,8 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 		default:
 			break;
 	}
+	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	check_intact_at_end(&fns, parsetree, GetCommandTagName(trigdata->tag));
 	PG_RETURN_VOID();
 }
 
@@ -1216,6 +1430,24 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 		relids = lappend_oid(relids, DatumGetObjectId(objid));
 		names = lappend(names, pstrdup(name ? name : ""));
 		MemoryContextSwitchTo(spicxt);
+	}
+	/* relations that lost a trigger or a column and are still there */
+	if (SPI_execute("SELECT DISTINCT pg_catalog.to_regclass(pg_catalog.quote_ident(d.address_names[1])"
+					"        OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)"
+					"        pg_catalog.quote_ident(d.address_names[2]))::pg_catalog.oid"
+					"  FROM pg_catalog.pg_event_trigger_dropped_objects() d"
+					" WHERE d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['trigger', 'table column'])"
+					"   AND pg_catalog.cardinality(d.address_names) OPERATOR(pg_catalog.>=) 3",
+					false, 0) != SPI_OK_SELECT)
+		elog(ERROR, "could not read the dropped objects");
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		isnull;
+		Datum		objid = SPI_getbinval(SPI_tuptable->vals[i],
+										  SPI_tuptable->tupdesc, 1, &isnull);
+
+		if (!isnull)
+			note_drop_touched(DatumGetObjectId(objid));
 	}
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");

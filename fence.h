@@ -21,10 +21,16 @@
  *	protect.c	the registry of protected relations (fence_protected),
  *				fence_protect(), fence_unprotect(), and the triggers that
  *				carry protection across a partition or inheritance tree
+ *	intact.c	what "protected" means, once: the state a protected
+ *				relation and its tree must be in (used by protect.c and
+ *				ddl.c)
  *	ddl.c		the event triggers: DDL that would disarm a protected
  *				relation is refused unless declared (fence_allow_ddl, the
- *				fence.allow_ddl setting); protection follows the data
- *				through CREATE ... PARTITION OF, ATTACH, DETACH and DROP
+ *				fence.allow_ddl setting), early from the parse tree where
+ *				it can be seen, and always at the end of the command, from
+ *				the catalog, by intact.c's definition; protection follows
+ *				the data through CREATE ... PARTITION OF, ATTACH, DETACH
+ *				and DROP
  *	audit.c		the audit log, fence_audit_log
  *	prune.c		fence_prune_batch: deleting finished claims, under the
  *				locks a takeover takes
@@ -76,6 +82,10 @@ extern int	fence_refused(int sqlerrcode);
 /* The hint every fenced write carries. */
 #define FENCE_STOP_HINT \
 	"Stop the handler: retrying with the same token will be fenced again."
+
+/* What a guard checks when its trigger names no column or mode. */
+#define FENCE_DEFAULT_EPOCH_COLUMN	"writer_epoch"
+#define FENCE_DEFAULT_MODE			"strict"
 
 /* Longest job name accepted, in bytes; it is a btree key. */
 #define FENCE_MAX_JOB_BYTES 1024
@@ -212,8 +222,19 @@ extern void fence_heal_triggers(FenceTriggerFns *fns, Oid relid);
 
 /* ddl.c */
 extern bool fence_allow_ddl_setting;
+
+/* intact.c: what a protected relation must be; NULL, or what broke */
 extern bool fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid,
 										  const char *tgname);
+extern char *fence_rel_broken(FenceTriggerFns *fns, Oid relid,
+							  const char *column, const char *mode,
+							  const char *form);
+extern char *fence_member_broken(FenceTriggerFns *fns, Oid member,
+								 const char *column, const char *mode,
+								 const char *form);
+extern char *fence_tree_broken(FenceTriggerFns *fns, Oid relid,
+							   const char *column, const char *mode,
+							   const char *form, Oid *where);
 
 /* audit.c */
 extern void fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,

@@ -594,6 +594,12 @@ check_protect_target(FenceCatalog *cat, Oid relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
+	if (get_rel_persistence(relid) == RELPERSISTENCE_UNLOGGED)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("table %s is unlogged", fence_rel_display_name(relid)),
+				 errdetail("A crash empties an unlogged table: its rows would lose the epochs that fence accepted."),
+				 errhint("Make it logged first: ALTER TABLE ... SET LOGGED.")));
 	if (relid == cat->claims_relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
@@ -661,10 +667,32 @@ fence_protect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("column \"%s\" of relation \"%s\" is not of type bigint",
 						colname, fence_rel_display_name(relid))));
+	if (get_attgenerated(relid, attnum) != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
+				 errmsg("column \"%s\" of relation \"%s\" is a generated column",
+						colname, fence_rel_display_name(relid)),
+				 errdetail("A generated epoch column would overwrite the token each write carries.")));
 
 	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
 	fence_drop_guards(&fns, relid);
 	fence_protect_tree(&fns, relid, colname, mode, form);
+
+	/* What was made must be what "protected" means (intact.c). */
+	{
+		Oid			where = relid;
+		char	   *problem = fence_tree_broken(&fns, relid, colname, mode, form, &where);
+
+		if (problem != NULL)
+		{
+			problem[0] = pg_toupper((unsigned char) problem[0]);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("cannot protect table \"%s\"", fence_rel_display_name(relid)),
+					 where == relid ? errdetail("%s.", problem) :
+					 errdetail("Table \"%s\": %s.", fence_rel_display_name(where), problem)));
+		}
+	}
 	fence_audit(&fns, "protect", relid, NULL,
 				fence_form_is_after(form) ?
 				psprintf("fence_protect(%s, %s, form => 'after')", quote_literal_cstr(colname),

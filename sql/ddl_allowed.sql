@@ -338,6 +338,10 @@ INSERT INTO acct VALUES (1, 100, 'one'), (2, 200, 'two');
 SELECT fence_protect('acct');
 UPDATE acct SET writer_epoch = :tk;
 CREATE UNLOGGED TABLE ul (id int PRIMARY KEY, writer_epoch bigint);
+-- an unlogged table is not protected (a crash would empty it) ...
+SELECT fence_protect('ul');
+-- ... until it is logged
+ALTER TABLE ul SET LOGGED;
 SELECT fence_protect('ul');
 SELECT action, relation FROM audit_new();
 -- as the owner
