@@ -1297,8 +1297,7 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 			todo = lappend_oid(todo, r);
 			up = list_concat(up, rel_parents(r));
 		}
-		todo = list_concat_unique_oid(todo,
-									  find_all_inheritors(relid, AccessShareLock, NULL));
+		todo = list_concat_unique_oid(todo, find_all_inheritors(relid, NoLock, NULL));
 	}
 
 	foreach(lc, todo)
@@ -1315,11 +1314,23 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 		seen = lappend_oid(seen, relid);
 		if (!fence_registry_lookup(fns, relid, &column, &mode, &form))
 			continue;
-		problem = fence_rel_broken(fns, relid, column, mode, form);
-		if (problem != NULL)
-			refuse_broken(fns, relid, command, problem);
+
+		/*
+		 * A relation the command did not touch itself is read under a lock
+		 * only if one can be had at once: waiting for it here, under the
+		 * command's own locks, could deadlock with DDL on a sibling or a
+		 * parent.  Whoever holds a conflicting lock is running DDL on it, and
+		 * the end of that command checks it.
+		 */
+		if (list_member_oid(touched, relid) ||
+			ConditionalLockRelationOid(relid, AccessShareLock))
+		{
+			problem = fence_rel_broken(fns, relid, column, mode, form);
+			if (problem != NULL)
+				refuse_broken(fns, relid, command, problem);
+		}
 		/* its direct children: registered alike (each is in todo itself) */
-		foreach(clc, find_inheritance_children(relid, AccessShareLock))
+		foreach(clc, find_inheritance_children(relid, NoLock))
 		{
 			Oid			child = lfirst_oid(clc);
 
