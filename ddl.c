@@ -43,8 +43,11 @@
 
 #include "fence.h"
 
+#include "access/genam.h"
 #include "access/relation.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_inherits.h"
@@ -61,6 +64,7 @@
 #include "parser/parse_type.h"
 #include "storage/lmgr.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -825,17 +829,42 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c) r" \
 	" WHERE r.relid IS NOT NULL AND r.relid OPERATOR(pg_catalog.<>) 0"
 
-/* The relations of the command, by one of the queries above. */
-static List *
-command_relids(const char *query)
+/*
+ * A query of the event trigger's, planned once per backend: a kept plan,
+ * which the plan cache replans when a catalog it reads changes.
+ */
+static SPIPlanPtr
+kept_plan(SPIPlanPtr *plan, const char *query)
 {
+	if (*plan == NULL)
+	{
+		SPIPlanPtr	p = SPI_prepare(query, 0, NULL);
+
+		if (p == NULL || SPI_keepplan(p) != 0)
+			elog(ERROR, "could not prepare the query of the event trigger");
+		*plan = p;
+	}
+	return *plan;
+}
+
+/*
+ * The relations of the command, by one of the queries above (COMMAND_TOUCHED
+ * if touched, else COMMAND_TABLES).
+ */
+static List *
+command_relids(bool touched)
+{
+	static SPIPlanPtr tables_plan = NULL;
+	static SPIPlanPtr touched_plan = NULL;
+	SPIPlanPtr *plan = touched ? &touched_plan : &tables_plan;
+	const char *query = touched ? COMMAND_TOUCHED : COMMAND_TABLES;
 	MemoryContext callercxt = CurrentMemoryContext;
 	List	   *relids = NIL;
 	uint64		i;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(query, false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(kept_plan(plan, query), NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the commands of the event trigger");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -857,38 +886,26 @@ command_relids(const char *query)
 }
 
 /*
- * The direct parents of a relation (partition parent or inheritance).  Not
- * read-only: the command's own catalog rows must be visible, and the
- * active snapshot predates them.
+ * The direct parents of a relation (partition parent or inheritance), from
+ * pg_inherits through its index: the catalog snapshot sees the command's
+ * own rows.  (The end of every DDL command asks this: no SPI, no planning.)
  */
 static List *
 rel_parents(Oid relid)
 {
-	MemoryContext callercxt = CurrentMemoryContext;
 	List	   *parents = NIL;
-	Oid			argtypes[1] = {OIDOID};
-	Datum		values[1];
-	uint64		i;
+	Relation	inhrel = table_open(InheritsRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
 
-	values[0] = ObjectIdGetDatum(relid);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute_with_args("SELECT i.inhparent FROM pg_catalog.pg_inherits i"
-							  " WHERE i.inhrelid OPERATOR(pg_catalog.=) $1",
-							  1, argtypes, values, NULL, false, 0) != SPI_OK_SELECT)
-		elog(ERROR, "could not read pg_inherits");
-	for (i = 0; i < SPI_processed; i++)
-	{
-		bool		isnull;
-		Datum		parent = SPI_getbinval(SPI_tuptable->vals[i],
-										   SPI_tuptable->tupdesc, 1, &isnull);
-		MemoryContext spicxt = MemoryContextSwitchTo(callercxt);
-
-		parents = lappend_oid(parents, DatumGetObjectId(parent));
-		MemoryContextSwitchTo(spicxt);
-	}
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
+	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(inhrel, InheritsRelidSeqnoIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		parents = lappend_oid(parents, ((Form_pg_inherits) GETSTRUCT(tup))->inhparent);
+	systable_endscan(scan);
+	table_close(inhrel, AccessShareLock);
 	return parents;
 }
 
@@ -896,7 +913,7 @@ rel_parents(Oid relid)
 static void
 protect_new_children(FenceTriggerFns *fns)
 {
-	List	   *relids = command_relids(COMMAND_TABLES);
+	List	   *relids = command_relids(false);
 	ListCell   *lc;
 
 	foreach(lc, relids)
@@ -1093,7 +1110,7 @@ end_rename(FenceTriggerFns *fns, const char *command)
 {
 	ListCell   *lc;
 
-	foreach(lc, command_relids(COMMAND_TABLES))
+	foreach(lc, command_relids(false))
 	{
 		Oid			relid = lfirst_oid(lc);
 
@@ -1253,7 +1270,7 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 		drop_touched = NIL;
 		return;
 	}
-	touched = command_relids(COMMAND_TOUCHED);
+	touched = command_relids(true);
 	foreach(lc, drop_touched)
 		touched = list_append_unique_oid(touched, lfirst_oid(lc));
 	drop_touched = NIL;
@@ -1399,6 +1416,10 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* sql_drop's queries, planned once per backend (kept_plan). */
+static SPIPlanPtr dropped_tables_plan = NULL;
+static SPIPlanPtr dropped_parts_plan = NULL;
+
 /*
  * fence_sql_drop() returns event_trigger
  *
@@ -1423,12 +1444,13 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute("SELECT d.objid, d.object_identity"
-					"  FROM pg_catalog.pg_event_trigger_dropped_objects() d"
-					" WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
-					"   AND d.objsubid OPERATOR(pg_catalog.=) 0"
-					"   AND d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['table', 'foreign table'])",
-					true, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(kept_plan(&dropped_tables_plan,
+								   "SELECT d.objid, d.object_identity"
+								   "  FROM pg_catalog.pg_event_trigger_dropped_objects() d"
+								   " WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+								   "   AND d.objsubid OPERATOR(pg_catalog.=) 0"
+								   "   AND d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['table', 'foreign table'])"),
+						 NULL, NULL, true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the dropped objects");
 	for (i = 0; i < SPI_processed; i++)
 	{
@@ -1443,13 +1465,14 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(spicxt);
 	}
 	/* relations that lost a trigger or a column and are still there */
-	if (SPI_execute("SELECT DISTINCT pg_catalog.to_regclass(pg_catalog.quote_ident(d.address_names[1])"
-					"        OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)"
-					"        pg_catalog.quote_ident(d.address_names[2]))::pg_catalog.oid"
-					"  FROM pg_catalog.pg_event_trigger_dropped_objects() d"
-					" WHERE d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['trigger', 'table column'])"
-					"   AND pg_catalog.cardinality(d.address_names) OPERATOR(pg_catalog.>=) 3",
-					false, 0) != SPI_OK_SELECT)
+	if (SPI_execute_plan(kept_plan(&dropped_parts_plan,
+								   "SELECT DISTINCT pg_catalog.to_regclass(pg_catalog.quote_ident(d.address_names[1])"
+								   "        OPERATOR(pg_catalog.||) '.' OPERATOR(pg_catalog.||)"
+								   "        pg_catalog.quote_ident(d.address_names[2]))::pg_catalog.oid"
+								   "  FROM pg_catalog.pg_event_trigger_dropped_objects() d"
+								   " WHERE d.object_type OPERATOR(pg_catalog.=) ANY (ARRAY['trigger', 'table column'])"
+								   "   AND pg_catalog.cardinality(d.address_names) OPERATOR(pg_catalog.>=) 3"),
+						 NULL, NULL, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "could not read the dropped objects");
 	for (i = 0; i < SPI_processed; i++)
 	{
