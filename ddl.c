@@ -640,9 +640,21 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 		LockRelationOid(relid, ShareRowExclusiveLock);
 		if (fence_rel_trigger(relid, fnoid, NULL, &tgname) &&
 			strcmp(tgname, stmt->trigname) == 0)
+		{
+			/*
+			 * Dropping a partitioned table's trigger locks the table, then
+			 * each partition, in AccessExclusiveLock.  A parallel restore's
+			 * CREATE TRIGGER on a partition locks the partition, then its
+			 * parent in AccessShareLock: take the partitions first, while
+			 * the parent is held only in ShareRowExclusiveLock (which that
+			 * command does not wait for), or the two deadlock.
+			 */
+			if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
+				list_free(find_all_inheritors(relid, AccessExclusiveLock, NULL));
 			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
 											quote_identifier(tgname),
 											fence_rel_query_name(relid)));
+		}
 	}
 }
 
