@@ -143,12 +143,19 @@ SELECT fence_protect('g');
 CREATE TABLE gp (id int, writer_epoch bigint) PARTITION BY LIST (id);
 SELECT fence_protect('gp');
 CREATE TABLE gc (id int, writer_epoch bigint GENERATED ALWAYS AS (0) STORED);
-ALTER TABLE gp ATTACH PARTITION gc FOR VALUES IN (1);
 -- refused: by fence at the end of the command (5F006) where PostgreSQL lets
 -- a generated column into a partition whose parent's is not (15 and 16),
 -- by PostgreSQL itself (42804) from 17 on
-SELECT :'SQLSTATE' = CASE WHEN current_setting('server_version_num')::int >= 170000
-                          THEN '42804' ELSE '5F006' END AS attach_refused;
+CREATE FUNCTION pg_temp.sqlstate_of(command text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+	EXECUTE command;
+	RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+	RETURN SQLSTATE;
+END $$;
+SELECT pg_temp.sqlstate_of($$ALTER TABLE gp ATTACH PARTITION gc FOR VALUES IN (1)$$)
+       = CASE WHEN current_setting('server_version_num')::int >= 170000
+              THEN '42804' ELSE '5F006' END AS attach_refused;
 SELECT count(*) AS gp_partitions FROM pg_inherits WHERE inhparent = 'gp'::regclass;
 -- twin: a plain epoch column joins
 CREATE TABLE gc2 (id int, writer_epoch bigint);
