@@ -1273,7 +1273,6 @@ static void
 check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 {
 	List	   *touched;
-	List	   *seen = NIL;
 	List	   *todo;
 	ListCell   *lc;
 
@@ -1307,7 +1306,7 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 		}
 	}
 
-	/* Each touched relation, what is above it and what is below it. */
+	/* Each touched relation, what is above it and what is below it, once. */
 	todo = NIL;
 	foreach(lc, touched)
 	{
@@ -1338,9 +1337,6 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 		char	   *problem;
 		ListCell   *clc;
 
-		if (list_member_oid(seen, relid))
-			continue;
-		seen = lappend_oid(seen, relid);
 		if (!fence_registry_lookup(fns, relid, &column, &mode, &form))
 			continue;
 

@@ -238,8 +238,8 @@ guard_config(FunctionCallInfo fcinfo)
 	Trigger    *trigger = trigdata->tg_trigger;
 	Relation	rel = trigdata->tg_relation;
 	GuardConfig *cfg = (GuardConfig *) fcinfo->flinfo->fn_extra;
-	const char *colname = "writer_epoch";
-	const char *modename = "strict";
+	const char *colname = FENCE_DEFAULT_EPOCH_COLUMN;
+	const char *modename = FENCE_DEFAULT_MODE;
 	int			attnum;
 	int			ev;
 
