@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/backend_memory.sh: what one backend's memory does across a million
-# claims and across one transaction that validates 10,000 tokens (issue 12).
+# claims and across one transaction that validates 10,000 tokens.
 #
 #   bash bench/backend_memory.sh            1,000,000 claims; 1,000 and 10,000 tokens
 #   bash bench/backend_memory.sh --quick    CI smoke: 5,000 claims; 100 and 1,000 tokens

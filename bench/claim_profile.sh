@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/claim_profile.sh: where an uncontended fence_claim's time goes, and
-# what the token's unique index costs (issue 12).
+# what the token's unique index costs.
 #
 #   bash bench/claim_profile.sh            profiles + alternatives, ~4 minutes
 #   bash bench/claim_profile.sh --quick    CI-sized: seconds, no profile

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/ddl_overhead.sh: what fence's event triggers cost DDL on tables that
-# fence does not protect (issue 8: "DDL on unprotected tables must not be
+# fence does not protect ("DDL on unprotected tables must not be
 # refused or measurably slowed").
 #
 #   sudo bash bench/ddl_overhead.sh              full run, 6-8 minutes on 2 cores

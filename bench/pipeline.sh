@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/pipeline.sh: a handler's fence_begin transaction sent as one
-# pipeline, against the same transaction without fence (issue 12).
+# pipeline, against the same transaction without fence.
 #
 #   bash bench/pipeline.sh            5 rounds at 1 and 8 clients, ~3 minutes
 #   bash bench/pipeline.sh --quick    CI smoke: seconds, no timing claims

@@ -1,4 +1,4 @@
-# bench/queue_lib.sh: what the queue-scale benchmarks (issue 12) share.
+# bench/queue_lib.sh: what the queue-scale benchmarks share.
 # shellcheck shell=bash disable=SC2034,SC2094
 #
 # Sourced, not run, by bench/scale.sh, soak.sh, pipeline.sh, claim_profile.sh

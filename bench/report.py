@@ -175,7 +175,7 @@ def cmd_report(outdir):
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
 
-    # ---- WAL per UPDATE (issue 13)
+    # ---- WAL per UPDATE
     wal_kb = {}
     if wal:
         out.append("## WAL per 1000-row UPDATE")
@@ -266,7 +266,7 @@ def cmd_report(outdir):
                        f"{m['ctx_mb']} | {m['seconds']} |")
         out.append("")
 
-    # ---- targets (issue 3)
+    # ---- targets
     targets = []
 
     def target(name, val, goal, spread=None, cpu=None):
@@ -295,28 +295,28 @@ def cmd_report(outdir):
             pair("fence_stmt", "plain", "single", 4, 0.95,
                  "fence (token in statement), single x4 / plain")
         if "plain_tx" in variants:
-            # not issue 3's targets: what fence_begin costs beside the same
+            # not the guard's targets: what fence_begin costs beside the same
             # transaction shape without a guard (its extra round trips removed)
             if ("single", 4) in cols:
                 pair("fence_begin", "plain_tx", "single", 4, 0.95,
                      "(extra) fence (fence_begin), single x4 / plain in the same "
                      "transaction shape")
     if "fence_after_begin" in variants and ("bulk", 1) in cols:
-        # issue 13: the after form takes no row lock and queues no event.
+        # the after form takes no row lock and queues no event.
         # Bulk and single rewrite the same rows with the same token, which
         # the after form allows only under fence_begin (bench/run), so the
         # after form's cost there is fence_after_begin beside plain in the
         # same transaction shape (the same statements, no guard).
         pair("fence_after_begin", "plain", "bulk", 1, 0.95,
-             "(13) fence after form (fence_begin), bulk / plain")
+             "(after) fence after form (fence_begin), bulk / plain")
         if "plain_tx" in variants:
             pair("fence_after_begin", "plain_tx", "bulk", 1, 0.95,
-                 "(13) fence after form (fence_begin), bulk / plain in the same "
+                 "(after) fence after form (fence_begin), bulk / plain in the same "
                  "transaction shape")
             for c in (1, 4, 8):
                 if ("single", c) in cols:
                     pair("fence_after_begin", "plain_tx", "single", c, 0.95,
-                         f"(13) fence after form (fence_begin), single x{c} / plain in "
+                         f"(after) fence after form (fence_begin), single x{c} / plain in "
                          "the same transaction shape")
     if "after_when" in variants and ("bulk", 1) in cols:
         # the mechanism's own floor, beside the target: a never-true WHEN
@@ -325,7 +325,7 @@ def cmd_report(outdir):
     for v, base in (("fence_after_stmt", "plain"), ("fence_after_begin", "plain_tx")):
         if v in wal_kb and base in wal_kb and wal_kb[base]:
             x = wal_kb[v] / wal_kb[base]
-            targets.append((f"(13) WAL per 1000-row UPDATE, {LABELS[v]} / {LABELS[base]}",
+            targets.append((f"(after) WAL per 1000-row UPDATE, {LABELS[v]} / {LABELS[base]}",
                             f"{x:.3f}", "<= 1.01", "", "", "met" if x <= 1.01 else "MISSED"))
     if claims and any(r["variant"] == "fence_claim" for r in claims):
         for (s, c) in keys:
@@ -361,7 +361,7 @@ def cmd_report(outdir):
                     targets.append((f"memory: {v} growth at {big:,} - at {small:,} rows (MB)",
                                     f"{pr:.1f}", "<= 1", "", "", "met" if pr <= 1 else "MISSED"))
     if targets:
-        out.append("## Targets (issue 3; (13): issue 13, the after form)" +
+        out.append("## Targets ((after): the after form's)" +
                    (" - quick run, not meaningful" if quick else ""))
         out.append("")
         out.append("Measured = ratio of the two medians of throughput (what the result "

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/scale.sh: fence_claim against the raw conditional UPDATE as the
-# registry grows (issue 12).
+# registry grows.
 #
 #   bash bench/scale.sh                          10k, 1M and 10M jobs; 1, 8, 32 clients
 #   bash bench/scale.sh --sizes "10000 1000000"  skip 10M

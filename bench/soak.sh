@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/soak.sh: fence_claim at full speed for a long time (issue 12).
+# bench/soak.sh: fence_claim at full speed for a long time.
 #
 #   bash bench/soak.sh                 two runs of 30 minutes each
 #   bash bench/soak.sh --minutes 10    two runs of 10 minutes each

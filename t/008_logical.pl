@@ -1,6 +1,6 @@
 # Copyright (c) 2026, the fence authors
 
-# Logical replication into protected tables (issue 10).
+# Logical replication into protected tables.
 #
 # The publisher's guard arbitrates every write; the subscriber applies the
 # publisher's changes as they arrive, their epochs the publisher's.  The
@@ -197,7 +197,7 @@ CREATE TABLE ledger (id int PRIMARY KEY, amount int NOT NULL,
                      writer_epoch bigint NOT NULL DEFAULT 0);
 SELECT fence_protect('ledger', mode => 'repeat');
 });
-# The subscriber guards ev in the after form (issue 13): its UPDATEs are
+# The subscriber guards ev in the after form: its UPDATEs are
 # checked in the WHEN clause of an AFTER trigger, evaluated at trigger depth
 # 0 for the apply's own write, where the exemption must hold as well.
 q1($sub, $schema =~ s/fence_protect\('ev', mode => 'repeat'\)/fence_protect('ev', mode => 'repeat', form => 'after')/r);

@@ -4,7 +4,7 @@
 -- design.  strict and repeat differ only in > versus >= on the stored
 -- epoch, so the hot path measured is the same.  The mixed-shape tables run
 -- in strict mode: every handler transaction claims a fresh token.
--- The fence_after_* tables are protected in the after form (issue 13):
+-- The fence_after_* tables are protected in the after form:
 -- UPDATEs are checked in the WHEN clause of an AFTER UPDATE trigger, which
 -- does not stamp, so their UPDATEs write the token in SET themselves (and
 -- a rewrite with the token the row holds needs fence_begin, which is why

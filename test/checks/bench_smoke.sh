@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# test/checks/bench_smoke.sh: the benchmark's CI smoke run (issue 3).
+# test/checks/bench_smoke.sh: the benchmark's CI smoke run.
 #
 # Runs bench/run --quick: tiny tables, a few transactions per variant and
 # shape, one round, no timing assertions.  It proves that every variant
 # (fence's included: --require-fence) runs without a failed transaction, an
 # aborted client or a server-side ERROR, and that the report tables print;
-# and, from the WAL measurement, that fence's after form (issue 13) logs no
+# and, from the WAL measurement, that fence's after form logs no
 # row lock per updated row where a BEFORE ROW trigger logs one per row.
 # Exit 0 on success.  Uses its own cluster on $FENCE_PORT (set by test/run)
 # or else a port from 54321 up, so it can run beside a full benchmark (54320).
@@ -35,7 +35,7 @@ if awk -F'\t' 'NR > 1 && !($6 > 0) { bad = 1 } END { exit !bad }' "$out/results.
 	echo "bench_smoke: a run recorded no throughput" >&2
 	status=1
 fi
-# WAL per UPDATE (issue 13), from pg_waldump: a BEFORE ROW trigger (the noop
+# WAL per UPDATE, from pg_waldump: a BEFORE ROW trigger (the noop
 # C trigger, fence's default form) logs a row lock for each of the 1000
 # rows; fence's after form logs none, as plain.
 locks()

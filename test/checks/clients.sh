@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/checks/clients.sh: every program of doc/clients.md runs, against a
-# throwaway server, and does what the page says (issue 11).
+# throwaway server, and does what the page says.
 #
 # The programs are not copied here: they are extracted from doc/clients.md
 # itself. Each code block that follows a line `<!-- test: clients/NAME -->`

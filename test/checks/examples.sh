@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/checks/examples.sh: every worker in examples/ runs its loop against a
 # real server, and each is the frozen worker of one stale-worker race
-# (issue 11, part 2).
+#.
 #
 # One throwaway cluster (pg_cron preloaded, cron.database_name = examples,
 # cron.host = its socket directory), one database with examples/schema.sql

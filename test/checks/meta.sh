@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/checks/meta.sh: the release metadata agrees with the extension
-# (issue 11: PGXN).  PGXN's own validator (PGXN::Meta::Validator) is on CPAN,
+# (PGXN).  PGXN's own validator (PGXN::Meta::Validator) is on CPAN,
 # out of reach here, so this checks what it checks that matters, with
 # /usr/bin/python3 and its json module only, then asks PostgreSQL itself.
 #

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/checks/neighbours.sh: pg_partman and pg_repack keep working on
-# protected tables, and the tables stay protected (issue 8: "pg_partman's
+# protected tables, and the tables stay protected ("pg_partman's
 # retention detaches and drops partitions: both work"; pg_repack is table
 # maintenance that changes no values).
 #
@@ -318,7 +318,7 @@ check "a write without a token to archive.ev_move_p10 fails 5F003" \
 	"$(state "UPDATE archive.ev_move_p10 SET payload = 'no token'")" 5F003
 
 # --- partition_data_id: rows in the default partition moved to a new one
-# (issue 11: under fence_begin the moved rows carry their old epoch into the
+# (under fence_begin the moved rows carry their old epoch into the
 # INSERT; the copied-rows rule stamps them with the bound token)
 sql >"$dir/partman-fill.out" 2>&1 <<'EOSQL' || { cat "$dir/partman-fill.out"; exit 1; }
 CREATE TABLE ev_fill (id bigint NOT NULL, payload text, writer_epoch bigint NOT NULL DEFAULT 0)

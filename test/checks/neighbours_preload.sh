@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/checks/neighbours_preload.sh: fence beside the neighbours that must be
-# in shared_preload_libraries, pg_cron and pgaudit (issue 11).  They get a
+# in shared_preload_libraries, pg_cron and pgaudit.  They get a
 # cluster of their own, so that test/checks/neighbours.sh (pg_partman,
 # pg_repack) runs without them.
 #

@@ -2,7 +2,7 @@
 # test/checks/package.sh: fence builds as a Debian package the way Debian's
 # own postgresql-N-* extension packages do (debian/: control.in,
 # pgversions, rules with pg_buildext), and the installed package passes the
-# regression tests (issue 11).
+# regression tests.
 #
 # 1. Copies the tree (the build never writes into $FENCE_SRC: a listing of
 #    its files, sizes and times is compared before and after) and runs

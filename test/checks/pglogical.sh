@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/checks/pglogical.sh: pglogical 2.x (Debian's postgresql-N-pglogical)
-# replicates into protected tables (issue 10).
+# replicates into protected tables.
 #
 # pglogical's apply worker sets up the subscription's replication origin
 # (replorigin_session_setup), and so does the session its initial copy runs

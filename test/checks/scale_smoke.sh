@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test/checks/scale_smoke.sh: the queue-scale benchmarks' CI smoke run (issue 12).
+# test/checks/scale_smoke.sh: the queue-scale benchmarks' CI smoke run.
 # fence-check-packages: python3-matplotlib
 # fence-check-timeout: 300
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test/checks/snippets.sh: every SQL snippet in README.md and doc/fence.md
 # runs as written, in order, against real PostgreSQL with fence installed
-# (issue 11: the README's first five minutes must work when pasted).
+# (the README's first five minutes must work when pasted).
 #
 # For each file: a fresh throwaway cluster, a database "app" with nothing in
 # it (the file's own snippets create the extension), then
