@@ -1,6 +1,6 @@
 --
 -- claim_api: how long and how large a claim may be, and who may renew or
--- release it (issue 9, part 3).
+-- release it.
 --  (a) The objects: fence_claims.claimed_by (text), fence_release_any(text)
 --      and fence_renew_any(text, interval), whose EXECUTE PUBLIC lacks.
 --  (b) fence.max_lease, default 1 day: a longer lease raises 22023 in

@@ -2,7 +2,7 @@
 -- copied_rows: rows moved within a protected table keep their old epoch in
 -- the INSERT that moves them (pg_partman's partition_data_id moves rows out
 -- of the default partition with DELETE ... RETURNING feeding an INSERT into
--- the parent; issue 11, part 4).  The rule: under a binding (fence_begin or
+-- the parent).  The rule: under a binding (fence_begin or
 -- fence_begin_fresh), an INSERT whose epoch is below the bound token is
 -- copied data and is stamped with the bound token.
 --  (a) The move, as pg_partman does it, under fence_begin: every moved row

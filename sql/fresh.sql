@@ -1,7 +1,7 @@
 --
 -- fresh: fence_begin_fresh(reason), the sanctioned path for writers that
 -- are not jobs (a web application, an admin fix, a cron script, a
--- migration; issue 9, part 1).
+-- migration).
 --  (a) It issues a token above every token issued before it (a claim made
 --      before it is lower, a claim made after it is higher), creates no
 --      registry row, and binds the token to the transaction as fence_begin

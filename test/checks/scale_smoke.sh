@@ -3,7 +3,7 @@
 # fence-check-packages: python3-matplotlib
 # fence-check-timeout: 300
 #
-# Runs each issue-12 benchmark in its --quick mode, one after the other, each
+# Runs each queue-scale benchmark in its --quick mode, one after the other, each
 # with its own throwaway cluster on $FENCE_PORT:
 #   bench/scale.sh          10k jobs, fence_claim and the raw UPDATE at 1 and
 #                           8 clients and contended (the bulk-loaded registry
@@ -67,5 +67,5 @@ for run in default tuned; do
 done
 need "$out/soak/report.md" '| default |' '| tuned |'
 
-[ "$status" = 0 ] && echo "scale_smoke: every issue-12 benchmark ran; reports printed"
+[ "$status" = 0 ] && echo "scale_smoke: every queue-scale benchmark ran; reports printed"
 exit "$status"
