@@ -72,7 +72,7 @@ SELECT coalesce(string_agg(attname, ' ' ORDER BY attnum), 'none')
  WHERE attrelid = 'fence_claims'::regclass AND attnum > 0 AND atthasmissing};
 is(q1($fresh, $missing_sql), 'none',
 	"$fresh: fence_claims was created whole (no column has a missing value): fence--1.1.sql ran alone");
-is(q1($updated, $missing_sql), 'n_claims n_takeovers n_renewals n_releases',
+like(q1($updated, $missing_sql), qr/^(\S+ )*n_claims n_takeovers n_renewals n_releases( \S+)*$/,
 	"$updated (twin): the columns the update added have missing values");
 
 my $fresh_catalog = q1($fresh, $catalog_sql);
