@@ -16,7 +16,7 @@ OBJS = \
 	xact.o
 
 EXTENSION = fence
-DATA = fence--1.0.sql fence--1.0--1.1.sql
+DATA = fence--1.0.sql fence--1.0--1.1.sql fence--1.1.sql
 PGFILEDESC = "fence - fencing tokens for job workers"
 
 # Every sql/*.sql is a pg_regress test and every specs/*.spec an isolation

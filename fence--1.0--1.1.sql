@@ -4,6 +4,14 @@
 \echo Use "ALTER EXTENSION fence UPDATE TO '1.1'" to load this file. \quit
 
 --
+-- A database created at 1.1 runs fence--1.1.sql instead, and must end with
+-- the same objects as one updated from 1.0 with this file: a change to one
+-- of the two 1.1 scripts belongs in the other as well, in the same section.
+-- t/010_install_script.pl creates a database each way and fails on any
+-- difference in their catalogs.
+--
+
+--
 -- The TRUNCATE refusal of new partitions moves into C, called only by the
 -- event trigger.  In 1.0, fence_cover_truncate() was an SQL function anyone
 -- could call, and the event trigger ran it after every ALTER TABLE: also

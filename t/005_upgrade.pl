@@ -2,8 +2,9 @@
 
 # Versions: the upgrade from 1.0 to 1.1, and the window before it.
 #
-# (a) CREATE EXTENSION fence on a new database installs 1.1, the default;
-#     1.0 is still installable and ALTER EXTENSION has a path 1.0 -> 1.1.
+# (a) CREATE EXTENSION fence on a new database installs 1.1, the default,
+#     from fence--1.1.sql; 1.0 is still installable and ALTER EXTENSION has
+#     a path 1.0 -> 1.1.
 # (b) A database created at 1.0, with an ordinary protected table (strict)
 #     and a protected partitioned table (repeat) whose partition is itself
 #     partitioned, rows written through the guard and live claims.
@@ -35,13 +36,15 @@
 #   current token updates; an UPDATE under fence_begin that leaves the epoch
 #   alone is refused (5F003: the form does not stamp).
 # The upgraded database's fence objects equal those of a fresh CREATE
-# EXTENSION at 1.1: the extension's members, every function's signature,
-# defaults, result, language, volatility, strictness, parallel safety,
-# SECURITY DEFINER, proconfig, symbol or body, and ACL, event triggers,
-# comments, fence_claims' columns, constraints and indexes, the counter's
-# parameters, ACLs of both, and the config-dump registration; and the same
-# tables protected by each end up with the same triggers.  So the upgrade
-# script and the install script cannot drift apart.
+# EXTENSION at 1.1 (which runs fence--1.1.sql), as FenceTest's
+# fence_catalog_sql describes them: members, functions with their
+# signatures and attributes, tables, columns, constraints, indexes,
+# sequences, views, triggers, event triggers, policies, owners and ACLs,
+# the config-dump registration, comments, initial privileges; and the same
+# tables protected by each end up with the same triggers.  So the update
+# script and the install script cannot drift apart (t/010_install_script.pl
+# compares them on new databases, with twins that show the comparison
+# fails).
 
 use strict;
 use warnings FATAL => 'all';
@@ -410,108 +413,27 @@ is(sqlstate($db, "BEGIN; SELECT fence_begin('job-t', $t2);"
 # ---------------------------------------------------------------------------
 # the upgraded database against a fresh 1.1
 
-my $ext = q{(SELECT oid FROM pg_extension WHERE extname = 'fence')};
-my %catalog = (
-	'extension members' => qq{
-SELECT string_agg(x, E'\n' ORDER BY x) FROM (
-SELECT pg_describe_object(classid, objid, objsubid) x
-  FROM pg_depend
- WHERE refclassid = 'pg_extension'::regclass AND refobjid = $ext AND deptype = 'e') s},
-	'functions' => qq{
-SELECT string_agg(format('%s(%s) RETURNS %s lang=%s kind=%s volatile=%s strict=%s parallel=%s'
-                         ' secdef=%s leakproof=%s config=%s cost=%s rows=%s bin=%s src=%s acl=%s',
-                         p.proname, pg_get_function_arguments(p.oid),
-                         pg_get_function_result(p.oid), l.lanname, p.prokind,
-                         p.provolatile, p.proisstrict, p.proparallel, p.prosecdef,
-                         p.proleakproof, p.proconfig, p.procost, p.prorows, p.probin,
-                         CASE WHEN l.lanname = 'c' THEN p.prosrc ELSE md5(p.prosrc) END,
-                         p.proacl),
-                  E'\n' ORDER BY p.proname, pg_get_function_arguments(p.oid))
-  FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang
-  JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'},
-	'event triggers' => q{
-SELECT string_agg(format('%s on %s tags=%s enabled=%s function=%s',
-                         evtname, evtevent, evttags, evtenabled, evtfoid::regprocedure),
-                  E'\n' ORDER BY evtname)
-  FROM pg_event_trigger},
-	'comments' => qq{
-SELECT string_agg(x, E'\n' ORDER BY x) FROM (
-SELECT format('%s: %s', pg_describe_object(d.classid, d.objid, d.objsubid), c.description) x
-  FROM pg_depend d
-  JOIN pg_description c ON c.classoid = d.classid AND c.objoid = d.objid
-                       AND c.objsubid = d.objsubid
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e') s},
-	'relations' => qq{
-SELECT string_agg(format('%s kind=%s persistence=%s acl=%s options=%s',
-                         c.oid::regclass, c.relkind, c.relpersistence, c.relacl, c.reloptions),
-                  E'\n' ORDER BY c.oid::regclass::text)
-  FROM pg_class c
-  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'},
-	'columns' => qq{
-SELECT string_agg(format('%s.%s %s notnull=%s default=%s', a.attrelid::regclass, a.attname,
-                         format_type(a.atttypid, a.atttypmod), a.attnotnull,
-                         pg_get_expr(ad.adbin, ad.adrelid)),
-                  E'\n' ORDER BY a.attrelid::regclass::text, a.attname)
-  FROM pg_attribute a
-  JOIN pg_class c ON c.oid = a.attrelid AND c.relkind IN ('r', 'p', 'v', 'm')
-  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid
-  LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
-   AND a.attnum > 0 AND NOT a.attisdropped},
-	'constraints and indexes' => qq{
-SELECT string_agg(x, E'\n' ORDER BY x) FROM (
-SELECT format('%s constraint %s %s', k.conrelid::regclass, k.conname, pg_get_constraintdef(k.oid)) x
-  FROM pg_constraint k
-  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = k.conrelid
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
-UNION ALL
-SELECT format('index %s', pg_get_indexdef(i.indexrelid))
-  FROM pg_index i
-  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = i.indrelid
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
-UNION ALL
-SELECT format('trigger %s', pg_get_triggerdef(t.oid))
-  FROM pg_trigger t
-  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = t.tgrelid
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'
-   AND NOT t.tgisinternal) s},
-	'sequences' => qq{
-SELECT string_agg(format('%s type=%s start=%s inc=%s min=%s max=%s cache=%s cycle=%s',
-                         s.seqrelid::regclass, s.seqtypid::regtype, s.seqstart, s.seqincrement,
-                         s.seqmin, s.seqmax, s.seqcache, s.seqcycle),
-                  E'\n' ORDER BY s.seqrelid::regclass::text)
-  FROM pg_sequence s
-  JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = s.seqrelid
- WHERE d.refclassid = 'pg_extension'::regclass AND d.refobjid = $ext AND d.deptype = 'e'},
-	'extension' => q{
-SELECT format('schema=%s relocatable=%s config=%s conditions=%s',
-              e.extnamespace::regnamespace, e.extrelocatable,
-              (SELECT array_agg(c::regclass::text ORDER BY c::regclass::text)
-                 FROM unnest(e.extconfig) c),
-              (SELECT array_agg(x ORDER BY x) FROM unnest(e.extcondition) x))
-  FROM pg_extension e WHERE e.extname = 'fence'},
-	'protected tables' => q{
+# fence's objects, described by FenceTest's fence_catalog_sql (the same
+# comparison as t/010_install_script.pl's, here after a life of claims,
+# protected tables and a binary-first window), and the tables each database
+# protects, with their triggers
+my $catalog_sql = fence_catalog_sql();
+my $protected_sql = q{
 SELECT string_agg(format('%s %s %s', t.tgrelid::regclass, t.tgenabled, pg_get_triggerdef(t.oid)),
                   E'\n' ORDER BY t.tgrelid::regclass::text, t.tgname)
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
  WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal
-   AND c.relname NOT LIKE 'fence%'},
-);
+   AND c.relname NOT LIKE 'fence%'};
 
-my $members = q1('fresh', $catalog{'extension members'});
-like($members, qr/^function fence_claim\(text,interval,text\)$/m,
-	'fresh 1.1: the member list is not empty (it names fence_claim)');
-like(q1('fresh', $catalog{functions}), qr/^fence_protect\(/m,
-	'fresh 1.1: the function list is not empty (it names fence_protect)');
-like(q1('fresh', $catalog{'protected tables'}), qr/^events_us_top A CREATE TRIGGER zz_fence_truncate/m,
+my $fresh_catalog = q1('fresh', $catalog_sql);
+like($fresh_catalog, qr/^extension fence: member function fence_claim\(text,interval,text\)$/m,
+	'fresh 1.1: the description is not empty (it names fence_claim)');
+like(q1('fresh', $protected_sql), qr/^events_us_top A CREATE TRIGGER zz_fence_truncate/m,
 	'fresh 1.1: the trigger list is not empty');
-for my $what (sort keys %catalog)
-{
-	is(q1($db, $catalog{$what}), q1('fresh', $catalog{$what}),
-		"upgraded 1.0 -> 1.1 equals a fresh 1.1: $what");
-}
+my $diff = catalog_diff('fresh 1.1', $fresh_catalog, 'updated 1.0 -> 1.1', q1($db, $catalog_sql));
+is($diff, '', 'upgraded 1.0 -> 1.1 equals a fresh 1.1: fence\'s objects') or diag($diff);
+is(q1($db, $protected_sql), q1('fresh', $protected_sql),
+	'upgraded 1.0 -> 1.1 equals a fresh 1.1: the protected tables and their triggers');
 
 $node->stop;
 done_testing();
