@@ -22,15 +22,19 @@ PGFILEDESC = "fence - fencing tokens for job workers"
 # Every sql/*.sql is a pg_regress test and every specs/*.spec an isolation
 # test, run in name order.  A scenario that runs under both forms of the
 # guard has one source, specs/NAME.spec.in, from which specs/forms.awk
-# makes the isolation tests NAME-before and NAME-after (generated, not
-# committed; made again whenever the source changes).
+# makes the isolation tests NAME-before and NAME-after before `make
+# installcheck` (generated, not committed, made again whenever the source
+# changes; so no committed spec's name ends in -before or -after).
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
 FORM_SPECS = $(basename $(basename $(notdir $(wildcard specs/*.spec.in))))
 ISOLATION = $(sort $(filter-out %-before %-after,$(basename $(notdir $(wildcard specs/*.spec)))) \
 	$(addsuffix -before,$(FORM_SPECS)) $(addsuffix -after,$(FORM_SPECS)))
 TAP_TESTS = 1
+# The tests write multibyte characters: pg_regress makes their databases
+# UTF8 whatever the server's default (initdb's is SQL_ASCII under LANG=C).
+ENCODING = UTF8
 REGRESS_PREP = $(foreach f,before after,$(patsubst %,specs/%-$(f).spec,$(FORM_SPECS)))
-EXTRA_CLEAN = $(REGRESS_PREP)
+EXTRA_CLEAN = $(REGRESS_PREP) specs/*.spec.tmp
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
