@@ -20,11 +20,28 @@ DATA = fence--1.0.sql fence--1.0--1.1.sql fence--1.1.sql
 PGFILEDESC = "fence - fencing tokens for job workers"
 
 # Every sql/*.sql is a pg_regress test and every specs/*.spec an isolation
-# test, run in name order.
+# test, run in name order.  A scenario that runs under both forms of the
+# guard has one source, specs/NAME.spec.in, from which specs/forms.awk
+# makes the isolation tests NAME-before and NAME-after before `make
+# installcheck` (generated, not committed, made again whenever the source
+# changes; so no committed spec's name ends in -before or -after).
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-ISOLATION = $(sort $(basename $(notdir $(wildcard specs/*.spec))))
+FORM_SPECS = $(basename $(basename $(notdir $(wildcard specs/*.spec.in))))
+ISOLATION = $(sort $(filter-out %-before %-after,$(basename $(notdir $(wildcard specs/*.spec)))) \
+	$(addsuffix -before,$(FORM_SPECS)) $(addsuffix -after,$(FORM_SPECS)))
 TAP_TESTS = 1
+# The tests write multibyte characters: pg_regress makes their databases
+# UTF8 whatever the server's default (initdb's is SQL_ASCII under LANG=C).
+ENCODING = UTF8
+REGRESS_PREP = $(foreach f,before after,$(patsubst %,specs/%-$(f).spec,$(FORM_SPECS)))
+EXTRA_CLEAN = $(REGRESS_PREP) specs/*.spec.tmp
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+specs/%-before.spec specs/%-after.spec: specs/%.spec.in specs/forms.awk
+	$(AWK) -v form=before -f specs/forms.awk $< >specs/$*-before.spec.tmp
+	$(AWK) -v form=after -f specs/forms.awk $< >specs/$*-after.spec.tmp
+	mv specs/$*-before.spec.tmp specs/$*-before.spec
+	mv specs/$*-after.spec.tmp specs/$*-after.spec

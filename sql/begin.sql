@@ -4,7 +4,7 @@
 -- nothing survives the transaction; a binding made in a savepoint that is
 -- rolled back is undone; PREPARE TRANSACTION is refused.
 -- (The lock side of the binding, seen from another session, is in
--- specs/claim-writer.spec and specs/savepoint.spec.)
+-- specs/claim-writer.spec.in and specs/savepoint.spec.in.)
 --
 CREATE EXTENSION fence;
 \set VERBOSITY sqlstate

@@ -16,7 +16,7 @@
 --      inside a transaction block the procedure cannot commit (2D000);
 --      batch outside 1..100000 and a negative older_than: 22023; NULL
 --      arguments: 22004.
--- A row that a writer still holds is skipped: specs/prune-race.spec.
+-- A row that a writer still holds is skipped: specs/prune-race.spec.in.
 --
 CREATE EXTENSION fence;
 \set VERBOSITY sqlstate

@@ -143,7 +143,7 @@ fence_mktemp_pg()
 }
 
 # Copy the source tree (working copy, committed or not) without build and
-# test leftovers, owned by postgres.
+# test leftovers or generated specs, owned by postgres.
 fence_copy_tree()
 {
 	local src=$1 dest=$2
@@ -151,6 +151,7 @@ fence_copy_tree()
 	(cd "$src" && tar -cf - --exclude=./.git --exclude=./results --exclude=./tmp_check \
 		--exclude=./tmp_check_iso --exclude=./output_iso --exclude=./log \
 		--exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+		--exclude='./specs/*-before.spec' --exclude='./specs/*-after.spec' \
 		--exclude=./regression.diffs --exclude=./regression.out .) |
 		(cd "$dest" && tar -xf -) || return 1
 	chown -R postgres:postgres "$dest"
@@ -166,17 +167,21 @@ fence_free_port()
 	printf '%s\n' "$p"
 }
 
-# fence_cluster_init DIR PORT: initdb DIR/data, sockets in DIR/sock, unix
-# socket only (listen_addresses = ''), C locale, UTF8, trust auth for the
-# local user, fast and forgetful (fsync off).  $3, if given, is appended to
-# postgresql.conf (extra settings, one per line).
-fence_cluster_init()
+# fence_cluster_init_stock DIR PORT: a cluster as initdb makes it by
+# default (locale and encoding from the environment, trust for local
+# connections, the initdb user postgres as superuser), in DIR/data, run by
+# postgres.  postgresql.conf gets only what a private server needs: its
+# port, its unix socket in DIR/sock, and no TCP socket (listen_addresses =
+# ''); every other setting is PostgreSQL's default.  (initdb's --no-sync
+# skips only its own final flush to disk.)  test/run runs `make
+# installcheck` against one.
+fence_cluster_init_stock()
 {
-	local dir=$1 port=$2 extra=${3:-}
+	local dir=$1 port=$2
+	shift 2
 	mkdir -p "$dir/sock"
 	chown postgres:postgres "$dir" "$dir/sock"
-	(cd "$dir" && fence_as_pg initdb -D "$dir/data" -A trust -U postgres -E UTF8 \
-		--locale=C --no-sync >"$dir/initdb.log" 2>&1) || {
+	(cd "$dir" && fence_as_pg initdb -D "$dir/data" --no-sync "$@" >"$dir/initdb.log" 2>&1) || {
 		cat "$dir/initdb.log" >&2
 		return 1
 	}
@@ -185,6 +190,20 @@ fence_cluster_init()
 		echo "port = $port"
 		echo "listen_addresses = ''"
 		echo "unix_socket_directories = '$dir/sock'"
+	} >>"$dir/data/postgresql.conf"
+	echo "$port" >"$dir/port"
+}
+
+# fence_cluster_init DIR PORT: the same, but the C locale, UTF8 and trust
+# whatever the environment, fast and forgetful (fsync off), prepared
+# transactions enabled, lc_messages C and the application name in the log
+# line: what the check scripts build on.  $3, if given, is appended to
+# postgresql.conf (extra settings, one per line).
+fence_cluster_init()
+{
+	local dir=$1 port=$2 extra=${3:-}
+	fence_cluster_init_stock "$dir" "$port" -A trust -U postgres -E UTF8 --locale=C || return 1
+	{
 		echo "fsync = off"
 		echo "synchronous_commit = off"
 		echo "full_page_writes = off"
@@ -193,8 +212,6 @@ fence_cluster_init()
 		echo "log_line_prefix = '%m [%p] %q%a '"
 		[ -z "$extra" ] || printf '%s\n' "$extra"
 	} >>"$dir/data/postgresql.conf"
-	chown postgres:postgres "$dir/data/postgresql.conf"
-	echo "$port" >"$dir/port"
 }
 
 fence_cluster_start()
@@ -226,13 +243,23 @@ fence_stop_clusters_under()
 	done < <(find "$root" -name postmaster.pid -type f 2>/dev/null)
 }
 
-# The result of pg_regress test $2 in make installcheck's output $1: "ok",
-# "failed", or nothing.  15 prints "test name ... ok"; 16 and later print
-# TAP, "ok 3 - name 12 ms" or "not ok 3 + name" (in a parallel group).
+# The results in make installcheck's output $1 of pg_regress or
+# pg_isolation_regress, one line per test: "ok NAME" or "failed NAME".  15
+# prints "test NAME ... ok" (indented, no "test", in a parallel group); 16
+# and later print TAP, "ok 3 - NAME 12 ms" or "not ok 3 + NAME" (+ in a
+# parallel group).
+fence_regress_results()
+{
+	sed -nE 's/^(test +| +)([^ ]+) +\.\.\. +ok( .*)?$/ok \2/p
+		s/^(test +| +)([^ ]+) +\.\.\. +(FAILED|failed)( .*)?$/failed \2/p
+		s/^ok +[0-9]+ +[-+] +([^ ]+)( .*)?$/ok \1/p
+		s/^not ok +[0-9]+ +[-+] +([^ ]+)( .*)?$/failed \1/p' "$1"
+}
+
+# The result of test $2 in that output $1: "ok", "failed", or nothing.
 fence_regress_status()
 {
-	grep -E "^(test )? *$2 +\.\.\. +(ok|FAILED|failed)|^(not )?ok +[0-9]+ +[-+] +$2( |\$)" "$1" |
-		tail -n 1 | sed -E 's/.*\.\.\. +(ok|FAILED|failed).*/\1/; s/^FAILED$/failed/; s/^not ok .*/failed/; s/^ok .*/ok/'
+	fence_regress_results "$1" | awk -v t="$2" '$2 == t { s = $1 } END { print s }'
 }
 
 # psql against a cluster made by fence_cluster_init: fence_psql DIR [args...]
