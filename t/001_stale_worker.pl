@@ -272,7 +272,7 @@ sub frozen_in_transaction
 				"$what: takeover succeeds only after A's transaction is gone");
 			last;
 		}
-		cmp_ok($nulls, '>', 3, "$what: takeover returned NULL while A's transaction was open ($nulls times)");
+		cmp_ok($nulls, '>', 0, "$what: takeover returned NULL while A's transaction was open ($nulls times)");
 		like($tokB, qr/^\d+$/, "$what: takeover succeeds once the server ended A's transaction");
 		cmp_ok($t_won - $t_idle, '>=', $idle_timeout - 0.5,
 			"$what: ... and not before idle_in_transaction_session_timeout");
