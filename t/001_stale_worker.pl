@@ -117,6 +117,39 @@ sub backend_state
 		"SELECT coalesce((SELECT state FROM pg_stat_activity WHERE pid = $pid), 'gone')");
 }
 
+# When the current claim of job ends, by the server's clock.
+sub lease_end
+{
+	my ($job) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT lease_expires_at FROM fence_claims WHERE job = '$job'");
+}
+
+# Worker w tries to take job over while the lease ending at end is still
+# valid by the server's clock, with a margin; the server decides both in
+# one statement, so a slow client cannot turn the attempt into one made
+# after the lease.  Returns '' (refused), a token, or 'skipped' when the
+# lease was already (nearly) over.
+sub claim_while_valid
+{
+	my ($w, $job, $end) = @_;
+	return $w->run_ok(
+		"SELECT CASE WHEN clock_timestamp() < '$end'::timestamptz - interval '0.2 s' "
+		  . "THEN coalesce(fence_claim('$job', '1 min', 'B')::text, '') "
+		  . "ELSE 'skipped' END;");
+}
+
+# Wait until the lease ending at end is over by the server's clock.
+sub wait_lease_over
+{
+	my ($end) = @_;
+	my $deadline = time + 60;
+	sleep 0.05
+	  while time < $deadline
+	  && $node->safe_psql('postgres',
+		"SELECT clock_timestamp() > '$end'::timestamptz + interval '0.1 s'") ne 't';
+}
+
 # claim as a worker, retrying until the lease of the previous holder is over
 sub take_over
 {
@@ -148,10 +181,10 @@ sub stale_worker
 	my $B = FenceTest::Client->new($node, 'B');
 	my $a_backend = $A->run_ok('SELECT pg_backend_pid();');
 
-	my $t_claim = time;
 	my $tokA = $A->run_ok(
 		"SELECT fence_claim('$job', '$lease s', 'A') AS tok \\gset\n\\echo :tok");
 	like($tokA, qr/^\d+$/, "$what: A claims $job");
+	my $a_end = lease_end($job);
 	$A->run_ok("SELECT n AS n_read FROM $tbl WHERE id = $id \\gset");
 
 	ok($A->freeze, "$what: A is frozen (SIGSTOP) after reading the counter");
@@ -159,8 +192,9 @@ sub stale_worker
 	my $a_mark = $A->send(write_sql($tbl, $style, 'A', $id));
 	is(backend_state($a_backend), 'idle', "$what: A's backend lives on while A is frozen");
 
-	is($B->run_ok("SELECT fence_claim('$job', '1 min', 'B');"), '',
-		"$what: no takeover while A's lease is valid") if time < $t_claim + $lease - 0.2;
+	my $early = claim_while_valid($B, $job, $a_end);
+	is($early, '', "$what: no takeover while A's lease is valid")
+	  unless $early eq 'skipped';
 
 	my $tokB = take_over($B, $job, '1 min');
 	cmp_ok($tokB, '>', $tokA, "$what: B takes over with a greater token");
@@ -224,7 +258,6 @@ sub frozen_in_transaction
 	$A->run_ok("SET idle_in_transaction_session_timeout = '${idle_timeout}s';");
 	my $log_offset = -s $node->logfile;
 
-	my $t_claim = time;
 	my $tokA = $A->run_ok(
 		"SELECT fence_claim('$job', '$lease s', 'A') AS tok \\gset\n\\echo :tok");
 	like($tokA, qr/^\d+$/, "$what: A claims $job");
@@ -239,7 +272,7 @@ sub frozen_in_transaction
 	my $a_mark = $A->send('COMMIT;');
 
 	# wait until the lease is certainly over
-	sleep 0.05 while time < $t_claim + $lease + 0.5;
+	wait_lease_over(lease_end($job));
 	is(backend_state($a_backend), 'idle in transaction',
 		"$what: A's transaction is still open after its lease ran out");
 
@@ -334,8 +367,8 @@ sub timeout_below_lease
 	my $a_backend = $A->run_ok('SELECT pg_backend_pid();');
 	my $n0 = $node->safe_psql('postgres', "SELECT n FROM $tbl WHERE id = $id");
 	$A->run_ok("SET idle_in_transaction_session_timeout = '${idle2}s';");
-	my $t_claim = time;
 	$A->run_ok("SELECT fence_claim('$job', '$lease2 s', 'A') AS tok \\gset");
+	my $a_end = lease_end($job);
 	$A->run_ok(
 		"BEGIN;\nSELECT fence_begin('$job', :tok);\n"
 		  . "SELECT n AS n_read FROM $tbl WHERE id = $id \\gset\n"
@@ -343,14 +376,14 @@ sub timeout_below_lease
 	ok($A->freeze, "$what: A is frozen inside its transaction");
 	$A->send('COMMIT;');
 
-	sleep 0.05 while time < $t_claim + $idle2 + 0.5;
-	if (time < $t_claim + $lease2 - 0.2)
-	{
-		is(backend_state($a_backend), 'gone', "$what: the server ended A's session before its lease ran out");
-		is($B->run_ok("SELECT fence_claim('$job', '1 min', 'B');"), '',
-			"$what: no takeover while A's lease is valid");
-	}
-	sleep 0.05 while time < $t_claim + $lease2 + 0.1;
+	# the server ends A's idle transaction, and with it A's session
+	my $gone_by = time + 60;
+	sleep 0.05 while time < $gone_by && backend_state($a_backend) ne 'gone';
+	is(backend_state($a_backend), 'gone', "$what: the server ended A's session");
+	my $early = claim_while_valid($B, $job, $a_end);
+	is($early, '', "$what: no takeover while A's lease is valid")
+	  unless $early eq 'skipped';
+	wait_lease_over($a_end);
 	my $tokB = $B->run_ok("SELECT fence_claim('$job', '1 min', 'B');");
 	like($tokB, qr/^\d+$/, "$what: the first takeover attempt after the lease succeeds");
 	$count{takeovers}++ if $tokB =~ /^\d+$/;
