@@ -82,6 +82,9 @@ PG_FUNCTION_INFO_V1(fence_renew_any);
 /* fence.notify_superseded */
 bool		fence_notify_superseded = false;
 
+static void claims_notify_superseded(const char *job, int64 superseded,
+									 int64 new_token);
+
 /* The first claim of a job, prepared once per backend. */
 static SPIPlanPtr claim_new_plan = NULL;
 static uint64 claim_new_plan_generation = 0;
@@ -659,6 +662,8 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 	TupleTableSlot *slot;
 	bool		locked;
 	bool		done = false;
+	bool		live;
+	bool		isnull;
 
 	memset(&p, 0, sizeof(p));
 	p.job = job;
@@ -682,10 +687,15 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 				d = slot_getattr(slot, counters[i], &isnull);
 			counts[i] = isnull ? 0 : DatumGetInt64(d);
 		}
+		live = !DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
 		claims_exec_begin(cat, &x, NULL);
 		ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
 		claims_exec_end(&x);
 		done = true;
+
+		/* An expired claim never released: its holder may still run. */
+		if (live)
+			claims_notify_superseded(job, token, 0);
 	}
 
 	claims_exec_close(&x, done, locked);
@@ -734,7 +744,7 @@ claims_issue_token(FenceCatalog *cat, const char *job)
 /*
  * Tell a superseded holder, if fence.notify_superseded is on: NOTIFY
  * fence_superseded with {"job", "superseded_token", "new_token"} (null for
- * a release).  NOTIFY is transactional, so it is delivered when the change
+ * a release, or a prune of a claim that was never released).  NOTIFY is transactional, so it is delivered when the change
  * commits, and not at all if it rolls back.  The payload stays under
  * NOTIFY's 8000 bytes: a job name is at most 1024 bytes, and JSON escapes a
  * byte as at most six.
