@@ -663,7 +663,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 	bool		locked;
 	bool		done = false;
 	bool		live;
-	bool		isnull;
+	bool		released_null;
 
 	memset(&p, 0, sizeof(p));
 	p.job = job;
@@ -687,7 +687,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 				d = slot_getattr(slot, counters[i], &isnull);
 			counts[i] = isnull ? 0 : DatumGetInt64(d);
 		}
-		live = !DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
+		live = !DatumGetBool(slot_getattr(slot, cat->att_released, &released_null));
 		claims_exec_begin(cat, &x, NULL);
 		ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
 		claims_exec_end(&x);
