@@ -6,6 +6,7 @@ OBJS = \
 	audit.o \
 	claims.o \
 	ddl.o \
+	effects.o \
 	fence.o \
 	guard.o \
 	intact.o \

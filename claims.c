@@ -52,6 +52,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/pg_type.h"
+#include "commands/async.h"
 #include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
@@ -64,6 +65,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/json.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -76,6 +78,12 @@ PG_FUNCTION_INFO_V1(fence_current);
 PG_FUNCTION_INFO_V1(fence_is_current);
 PG_FUNCTION_INFO_V1(fence_release_any);
 PG_FUNCTION_INFO_V1(fence_renew_any);
+
+/* fence.notify_superseded */
+bool		fence_notify_superseded = false;
+
+static void claims_notify_superseded(const char *job, int64 superseded,
+									 int64 new_token);
 
 /* The first claim of a job, prepared once per backend. */
 static SPIPlanPtr claim_new_plan = NULL;
@@ -141,6 +149,7 @@ typedef struct ClaimsParams
 	TimestampTz now;
 	Oid			caller;			/* the calling role */
 	const char *caller_name;	/* ... its name, recorded as claimed_by */
+	bool		took_live;		/* out: a takeover found the claim unreleased */
 } ClaimsParams;
 
 #define N_CLAIM_NEW_PARAMS 6
@@ -552,7 +561,7 @@ claims_refuse_on_standby(const char *what)
  * or the new expiry (renew).
  */
 static bool
-claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
+claims_update(FenceCatalog *cat, ClaimChange change, ClaimsParams *p,
 			  int64 *result)
 {
 	Relation	rel;
@@ -585,7 +594,8 @@ claims_update(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 			case CLAIM_TAKE_OVER:
 				/* A claim after a release is a claim; over a live holder's, a takeover. */
 				claims_count(newslot, &updated, cat->att_n_claims);
-				if (!DatumGetBool(newslot->tts_values[cat->att_released - 1]))
+				p->took_live = !DatumGetBool(newslot->tts_values[cat->att_released - 1]);
+				if (p->took_live)
 					claims_count(newslot, &updated, cat->att_n_takeovers);
 				claims_set(newslot, &updated, cat->att_token,
 						   Int64GetDatum(p->new_token), false);
@@ -652,6 +662,8 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 	TupleTableSlot *slot;
 	bool		locked;
 	bool		done = false;
+	bool		live;
+	bool		released_null;
 
 	memset(&p, 0, sizeof(p));
 	p.job = job;
@@ -675,10 +687,15 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 				d = slot_getattr(slot, counters[i], &isnull);
 			counts[i] = isnull ? 0 : DatumGetInt64(d);
 		}
+		live = !DatumGetBool(slot_getattr(slot, cat->att_released, &released_null));
 		claims_exec_begin(cat, &x, NULL);
 		ExecSimpleRelationDelete(x.rri, x.estate, &x.epqstate, slot);
 		claims_exec_end(&x);
 		done = true;
+
+		/* An expired claim never released: its holder may still run. */
+		if (live)
+			claims_notify_superseded(job, token, 0);
 	}
 
 	claims_exec_close(&x, done, locked);
@@ -722,6 +739,34 @@ claims_issue_token(FenceCatalog *cat, const char *job)
 	XLogFlush(lsn);
 	fence_xact_note_issued(token, job);
 	return token;
+}
+
+/*
+ * Tell a superseded holder, if fence.notify_superseded is on: NOTIFY
+ * fence_superseded with {"job", "superseded_token", "new_token"} (null for
+ * a release, or a prune of a claim that was never released).  NOTIFY is transactional, so it is delivered when the change
+ * commits, and not at all if it rolls back.  The payload stays under
+ * NOTIFY's 8000 bytes: a job name is at most 1024 bytes, and JSON escapes a
+ * byte as at most six.
+ */
+static void
+claims_notify_superseded(const char *job, int64 superseded, int64 new_token)
+{
+	StringInfoData payload;
+
+	if (!fence_notify_superseded)
+		return;
+	initStringInfo(&payload);
+	appendStringInfoString(&payload, "{\"job\": ");
+	escape_json(&payload, job);
+	appendStringInfo(&payload, ", \"superseded_token\": " INT64_FORMAT
+					 ", \"new_token\": ", superseded);
+	if (new_token != 0)
+		appendStringInfo(&payload, INT64_FORMAT "}", new_token);
+	else
+		appendStringInfoString(&payload, "null}");
+	Async_Notify(FENCE_SUPERSEDED_CHANNEL, payload.data);
+	pfree(payload.data);
 }
 
 /*
@@ -778,6 +823,8 @@ fence_claim(PG_FUNCTION_ARGS)
 
 		/* If this transaction wrote with the old token, it may not any more. */
 		fence_xact_forget_token(row.token);
+		if (p.took_live)
+			claims_notify_superseded(p.job, row.token, p.new_token);
 		PG_RETURN_INT64(p.new_token);
 	}
 
@@ -926,6 +973,7 @@ fence_release_any(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	}
 	fence_xact_forget_token(p.token);
+	claims_notify_superseded(p.job, p.token, 0);
 	PG_RETURN_BOOL(true);
 }
 

@@ -977,3 +977,131 @@ SELECT c.job, c.token, c.holder, c.claimed_by, c.claimed_at, c.lease_expires_at,
   LEFT JOIN token_locks l ON l.token OPERATOR(pg_catalog.=) c.token;
 
 GRANT SELECT ON fence_stats, fence_status TO PUBLIC;
+
+--
+-- ======== Effect keys: fence_once and its registry ========
+--
+-- fence_once(key) records an effect key with the job and token of the
+-- transaction's binding, as part of that transaction (effects.c): true if
+-- this transaction is the first to record it, false if a committed one
+-- did.  The registry is written only by fence_once, as the table's owner,
+-- through the executor; nobody else may read it (a business key such as
+-- 'charge:order-123' may say more than a job name).
+--
+CREATE TABLE fence_effects (
+	key pg_catalog.text NOT NULL,
+	job pg_catalog.text,			-- NULL under fence_begin_fresh
+	token pg_catalog.int8 NOT NULL,
+	recorded_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
+	CONSTRAINT fence_effects_pkey PRIMARY KEY (key),
+	CONSTRAINT fence_effects_key_check CHECK (key OPERATOR(pg_catalog.<>) ''),
+	CONSTRAINT fence_effects_token_check CHECK (token OPERATOR(pg_catalog.>) 0)
+);
+-- fence_prune_effects deletes the oldest first
+CREATE INDEX fence_effects_recorded_at_idx ON fence_effects (recorded_at);
+SELECT pg_catalog.pg_extension_config_dump('fence_effects', '');
+REVOKE ALL ON fence_effects FROM PUBLIC;
+
+CREATE FUNCTION fence_once(key pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'fence_once'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+-- fence_once's false answers in this database since the server started;
+-- NULL when not counted (fence_refusal_counts() says when).
+CREATE FUNCTION fence_repeat_count()
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'fence_repeat_count'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
+-- Keys deleted by fence_prune_effects, so fence_stats still counts them.
+ALTER TABLE fence_pruned ADD COLUMN effects pg_catalog.int8 NOT NULL DEFAULT 0;
+
+--
+-- fence_prune_effects(older_than, batch): delete the keys recorded longer
+-- ago than older_than, oldest first, one batch per transaction.  A repeat
+-- that arrives after its key is deleted is not detected: keep keys longer
+-- than the queue's longest redelivery delay.  Rows locked by someone else
+-- are skipped, never waited for; a fence_once of a key being deleted waits
+-- only for the batch's commit.  Needs DELETE on fence_effects (its owner,
+-- or a superuser): PostgreSQL's own permission check refuses anyone else.
+-- A procedure, so that it can commit after each batch; no SET search_path
+-- (a procedure with one cannot commit), every name is qualified instead.
+--
+CREATE PROCEDURE fence_prune_effects(older_than pg_catalog.interval,
+									 batch pg_catalog.int4 DEFAULT 1000)
+LANGUAGE plpgsql
+AS $$
+DECLARE
+	cutoff pg_catalog.timestamptz;
+	n pg_catalog.int8;
+	total pg_catalog.int8 := 0;
+BEGIN
+	IF older_than IS NULL OR batch IS NULL THEN
+		RAISE EXCEPTION 'older_than and batch must not be null'
+			USING ERRCODE = 'null_value_not_allowed';
+	END IF;
+	IF older_than OPERATOR(pg_catalog.<) '0'::pg_catalog.interval THEN
+		RAISE EXCEPTION 'older_than must not be negative'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	IF batch OPERATOR(pg_catalog.<) 1 OR batch OPERATOR(pg_catalog.>) 100000 THEN
+		RAISE EXCEPTION 'batch must be between 1 and 100000'
+			USING ERRCODE = 'invalid_parameter_value';
+	END IF;
+	cutoff := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) older_than;
+	LOOP
+		WITH doomed AS (
+			SELECT e.key FROM @extschema@.fence_effects e
+			 WHERE e.recorded_at OPERATOR(pg_catalog.<) cutoff
+			 ORDER BY e.recorded_at
+			 LIMIT batch
+			 FOR UPDATE SKIP LOCKED),
+		gone AS (
+			DELETE FROM @extschema@.fence_effects e
+			 USING doomed d
+			 WHERE e.key OPERATOR(pg_catalog.=) d.key
+			RETURNING 1)
+		SELECT pg_catalog.count(*) INTO n FROM gone;
+		IF n OPERATOR(pg_catalog.>) 0 THEN
+			INSERT INTO @extschema@.fence_pruned AS p (effects) VALUES (n)
+			ON CONFLICT (only_row) DO UPDATE
+			   SET effects = p.effects OPERATOR(pg_catalog.+) EXCLUDED.effects;
+		END IF;
+		total := total OPERATOR(pg_catalog.+) n;
+		COMMIT;
+		EXIT WHEN n OPERATOR(pg_catalog.<) batch;
+	END LOOP;
+	RAISE NOTICE 'fence_prune_effects: % effect keys deleted', total;
+END
+$$;
+
+-- fence_stats gains the effect keys: those recorded now, every one ever
+-- recorded (the pruned ones too), and the repeats absorbed.
+CREATE OR REPLACE VIEW fence_stats AS
+SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
+	   s.claims OPERATOR(pg_catalog.+) COALESCE(p.claims, 0) AS claims,
+	   s.takeovers OPERATOR(pg_catalog.+) COALESCE(p.takeovers, 0) AS takeovers,
+	   s.renewals OPERATOR(pg_catalog.+) COALESCE(p.renewals, 0) AS renewals,
+	   s.releases OPERATOR(pg_catalog.+) COALESCE(p.releases, 0) AS releases,
+	   COALESCE(p.pruned, 0) AS pruned,
+	   r.c IS NOT NULL AS refusals_counted,
+	   r.c[1] AS refused_5f001, r.c[2] AS refused_5f002, r.c[3] AS refused_5f003,
+	   r.c[4] AS refused_5f004, r.c[5] AS refused_5f005, r.c[6] AS refused_5f006,
+	   e.n AS effect_keys,
+	   e.n OPERATOR(pg_catalog.+) COALESCE(p.effects, 0) AS effects_recorded,
+	   @extschema@.fence_repeat_count() AS repeats_absorbed
+  FROM (SELECT pg_catalog.count(*) AS jobs,
+			   pg_catalog.count(*) FILTER (WHERE NOT c.released
+				   AND c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live_claims,
+			   pg_catalog.count(*) FILTER (WHERE NOT c.released
+				   AND c.lease_expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()) AS stuck_claims,
+			   pg_catalog.count(*) FILTER (WHERE c.released) AS released_claims,
+			   COALESCE(pg_catalog.sum(c.n_claims), 0)::pg_catalog.int8 AS claims,
+			   COALESCE(pg_catalog.sum(c.n_takeovers), 0)::pg_catalog.int8 AS takeovers,
+			   COALESCE(pg_catalog.sum(c.n_renewals), 0)::pg_catalog.int8 AS renewals,
+			   COALESCE(pg_catalog.sum(c.n_releases), 0)::pg_catalog.int8 AS releases
+		  FROM @extschema@.fence_claims c) s
+  LEFT JOIN @extschema@.fence_pruned p ON true
+ CROSS JOIN (SELECT @extschema@.fence_refusal_counts() AS c) r
+ CROSS JOIN (SELECT pg_catalog.count(*) AS n FROM @extschema@.fence_effects) e;

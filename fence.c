@@ -80,6 +80,14 @@ _PG_init(void)
 							 PGC_SUSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("fence.notify_superseded",
+							 "Sends NOTIFY fence_superseded when a takeover or fence_release_any supersedes a claim.",
+							 "The payload names the job, the superseded token and the new one; it is delivered when the change commits.",
+							 &fence_notify_superseded,
+							 false,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("fence");
 	fence_xact_init();
 	fence_stats_init();

@@ -34,10 +34,12 @@
  *	audit.c		the audit log, fence_audit_log
  *	prune.c		fence_prune_batch: deleting finished claims, under the
  *				locks a takeover takes
- *	stats.c		refused writes counted by SQLSTATE and database, in shared
- *				memory when fence is in shared_preload_libraries
+ *	effects.c	effect keys: fence_once and every write of fence_effects
+ *	stats.c		refused writes counted by SQLSTATE and database, and the
+ *				repeats fence_once absorbed, in shared memory when fence is
+ *				in shared_preload_libraries
  *
- * Calls go one way: guard.c and ddl.c call token.c, claims.c and
+ * Calls go one way: guard.c, ddl.c and effects.c call token.c, claims.c and
  * protect.c, which call audit.c, xact.c and fence.c.  (token.c reads the
  * registry through claims.c, and claims.c takes token locks through
  * token.c: the two are one layer.)
@@ -73,6 +75,7 @@
 /* stats.c: every 5F ereport says errcode(fence_refused(ERRCODE_FENCE_...)) */
 extern void fence_stats_init(void);
 extern int	fence_refused(int sqlerrcode);
+extern void fence_count_repeat(void);
 
 /* The names fence gives its triggers: "zz_" sorts, and so fires, last. */
 #define FENCE_GUARD_TRIGGER		"zz_fence_guard"
@@ -90,6 +93,9 @@ extern int	fence_refused(int sqlerrcode);
 /* Longest job name accepted, in bytes; it is a btree key. */
 #define FENCE_MAX_JOB_BYTES 1024
 
+/* Longest effect key accepted by fence_once, in bytes; also a btree key. */
+#define FENCE_MAX_EFFECT_KEY_BYTES 1024
+
 /*
  * Lock tag classes, stored in locktag_field4 of an advisory-method lock
  * (as Citus does), so that fence's locks never collide with an
@@ -98,6 +104,7 @@ extern int	fence_refused(int sqlerrcode);
 #define FENCE_LOCKTAG_TOKEN		0x4601	/* one token: writers vs takeover */
 #define FENCE_LOCKTAG_JOB		0x4602	/* one job name: claim vs claim */
 #define FENCE_LOCKTAG_COUNTER	0x4603	/* moving the counter */
+#define FENCE_LOCKTAG_EFFECT	0x4604	/* one effect key: fence_once */
 
 /*
  * Tokens per timeline.  Tokens issued on timeline T lie in
@@ -161,6 +168,8 @@ typedef struct ClaimRow
 } ClaimRow;
 
 /* claims.c */
+#define FENCE_SUPERSEDED_CHANNEL "fence_superseded"
+extern bool fence_notify_superseded;
 extern void claims_refuse_on_standby(const char *what);
 extern bool claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 							 TimestampTz cutoff, int64 counts[4]);

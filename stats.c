@@ -23,6 +23,10 @@
  * takeovers, renewals, releases) are columns of fence_claims, not here:
  * they belong to the transactions that make them.
  *
+ * The repeats fence_once absorbed (its false answers) are counted here too,
+ * in the same slot: a repeat writes nothing, so there is no row of its own
+ * to count it in, and a counter row would serialise every repeat.
+ *
  * Copyright (c) 2026, the fence authors
  *
  *-------------------------------------------------------------------------
@@ -41,6 +45,7 @@
 #include "utils/array.h"
 
 PG_FUNCTION_INFO_V1(fence_refusal_counts);
+PG_FUNCTION_INFO_V1(fence_repeat_count);
 
 /* 5F001 .. 5F006 */
 #define FENCE_N_REFUSALS	6
@@ -53,6 +58,7 @@ typedef struct FenceRefusalSlot
 {
 	Oid			dboid;			/* InvalidOid: free */
 	pg_atomic_uint64 refused[FENCE_N_REFUSALS];
+	pg_atomic_uint64 repeats;	/* fence_once calls that answered false */
 } FenceRefusalSlot;
 
 typedef struct FenceStatsShared
@@ -89,6 +95,7 @@ stats_init_shared(FenceStatsShared *shared)
 		shared->slots[i].dboid = InvalidOid;
 		for (j = 0; j < FENCE_N_REFUSALS; j++)
 			pg_atomic_init_u64(&shared->slots[i].refused[j], 0);
+		pg_atomic_init_u64(&shared->slots[i].repeats, 0);
 	}
 }
 
@@ -240,4 +247,30 @@ fence_refusal_counts(PG_FUNCTION_ARGS)
 	PG_RETURN_ARRAYTYPE_P(construct_array(counts, FENCE_N_REFUSALS, INT8OID,
 										  sizeof(int64), FLOAT8PASSBYVAL,
 										  TYPALIGN_DOUBLE));
+}
+
+/* Count one repeat fence_once absorbed (answered false) in this database. */
+void
+fence_count_repeat(void)
+{
+	FenceRefusalSlot *slot = stats_slot();
+
+	if (slot != NULL)
+		pg_atomic_fetch_add_u64(&slot->repeats, 1);
+}
+
+/*
+ * fence_repeat_count() RETURNS bigint
+ *
+ * This database's fence_once calls that answered false since the server
+ * started; NULL when they are not counted, as for fence_refusal_counts().
+ */
+Datum
+fence_repeat_count(PG_FUNCTION_ARGS)
+{
+	FenceRefusalSlot *slot = stats_slot();
+
+	if (slot == NULL)
+		PG_RETURN_NULL();
+	PG_RETURN_INT64((int64) pg_atomic_read_u64(&slot->repeats));
 }

@@ -33,7 +33,8 @@
 # every member of the partition trees has zz_fence_guard and
 # zz_fence_truncate ENABLE ALWAYS; the protected tables' rows (and the
 # partition holding each), fence_claims and the counter equal the source's;
-# the next token is above every token issued before the dump (the largest
+# fence_effects' keys equal the source's, and fence_once of one answers
+# false; the next token is above every token issued before the dump (the largest
 # in fence_claims and the counter's last value); superseded and released
 # tokens are fenced (5F001), a write without a token is refused even in
 # replica mode (5F003), current tokens (an old live claim and a new one)
@@ -246,6 +247,9 @@ q1('src', qq{UPDATE tally_plain SET n = 11, writer_epoch = $s2 WHERE name = 'a'}
 # restock: the newest live claim, used by the restored databases
 my $t_re = q1('src', q{SELECT fence_claim('restock', '1 hour', 'w3')});
 
+# an effect key recorded by restock's execution: the restores keep it
+q1('src', qq{BEGIN; SELECT fence_begin('restock', $t_re); SELECT fence_once('restock:effect'); COMMIT;});
+
 # a token issued by a claim that rolled back: above every stored token
 q1('src', q{BEGIN; SELECT fence_claim('rolled-back', '1 hour'); ROLLBACK;});
 
@@ -288,6 +292,8 @@ my %content_sql = (
 	                                ORDER BY t.region, t.id) FROM shipments t},
 	fence_claims => q{SELECT string_agg(t::text, E'\n' ORDER BY t.job) FROM fence_claims t},
 	fence_token_seq => q{SELECT format('%s %s', last_value, is_called) FROM fence_token_seq},
+	fence_effects => q{SELECT string_agg(format('%s %s %s %s', key, job, token, recorded_at), E'\n'
+	                             ORDER BY key) FROM fence_effects},
 	# the registry of protected relations is not dumped: the guards the
 	# restore creates rebuild it, every partition included
 	fence_protected => q{SELECT string_agg(format('%s %s %s %s', relation, epoch_column, mode, form), E'\n'
@@ -350,6 +356,9 @@ sub check_restored
 	{
 		is(q1($db, $content_sql{$name}), $src{$name}, "$what: $name equals the source");
 	}
+
+	is(q1($db, qq{BEGIN; SELECT fence_begin('restock', $t_re); SELECT fence_once('restock:effect'); COMMIT;}),
+		"\nf", "$what: the effect key recorded before the dump answers false (a repeat)");
 
 	my $next = q1($db, q{SELECT fence_claim('after-restore', '1 hour', 'w9')});
 	like($next, qr/^\d+$/, "$what: a new job can be claimed");

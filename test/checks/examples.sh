@@ -42,6 +42,20 @@
 #     race: A freezes before its write, B's supervisor expires A's job and B
 #     runs the retry and writes 11; thawed A is fenced (5F001) and resolves;
 #     the job is 'completed' once, with B's output.
+# examples/python/notify_worker.py (psycopg 3) and examples/node/
+# notify_worker.js (node-postgres, AbortController): worker A LISTENs on
+# fence_superseded, claims notify:ID and freezes (SIGSTOP) before an
+# external effect (a line in a file); B takes the job over after the lease
+# with fence.notify_superseded on (PGOPTIONS) and makes the effect; thawed
+# A's listener has the notification and A skips its effect: one line.  Twin
+# with the setting off: A makes it (two lines), and only its write is fenced.
+#   - chain (graphile-worker): a 2-step chain whose step enqueues its
+#     successor in its final transaction, under fence_once.  Worker A
+#     commits step 1 and is killed (SIGKILL) before fence_release; rescue
+#     re-adds the job once A's lease has run out; B takes it over, fence_once
+#     answers false for the effect and the successor, B runs step 2: the
+#     counter is 2.  Twin without fence_once: the counter is 4 (step 1
+#     twice, two successors).
 # Without node or npm, or with a Node.js older than an example needs, that
 # example prints a "SKIP ..." line and the rest still runs.
 # One line per assertion ("ok     ..." or "FAILED ..."), then a summary line.
@@ -169,7 +183,9 @@ SELECT fence_begin_fresh('examples.sh: seed the counters');
 INSERT INTO counters (id, value) VALUES
 	('c-run', 0), ('c-race', 10), ('py-run', 0), ('py-race', 10),
 	('node-run', 0), ('node-race', 10), ('shell-race', 5), ('cron-race', 7),
-	('gw-run', 0), ('gw-race', 10), ('pb-run', 0), ('pb-race', 10);
+	('gw-run', 0), ('gw-race', 10), ('pb-run', 0), ('pb-race', 10),
+	('chain-k', 0), ('chain-t', 0),
+	('py-notify-on', 0), ('py-notify-off', 0), ('node-notify-on', 0), ('node-notify-off', 0);
 COMMIT;
 INSERT INTO counters_unprotected (id, value) VALUES ('py-race', 10);" >/dev/null || exit 1
 if make -s -C "$ex/c" PG_CONFIG="$FENCE_PG_CONFIG" >"$logs/c-build.log" 2>&1; then
@@ -265,6 +281,52 @@ race()
 		check "$name: two executions, the counter is 11: B's increment was lost" \
 			"$(val "SELECT value FROM $table WHERE id = '$id'")" 11
 	fi
+}
+
+# notify_race NAME ID on|off CMD...: worker A claims job notify:ID (lease
+# 1 s) and freezes before its external effect; B takes the job over once the
+# lease has run out, with fence.notify_superseded on or off in its session,
+# makes the effect and writes; A is thawed.  On: A's listener heard it and A
+# skips the effect.  Off (the twin): A makes the effect a second time, and
+# only its write is fenced.
+notify_race()
+{
+	local name=$1 id=$2 setting=$3 a rc_b effects
+	shift 3
+	local file=$logs/$name-effects.txt
+	spawn "$logs/$name-A.log" env FENCE_EXAMPLE_STOP_BEFORE_EFFECT=1 "$@" "$id" "$file" 1
+	a=$spawned
+	if ! wait_stopped "$a"; then
+		show "$logs/$name-A.log"
+		bad "$name: worker A froze before its external effect"
+		return
+	fi
+	run "$logs/$name-B.log" env PGOPTIONS="-c fence.notify_superseded=$setting" "$@" "$id" "$file" 1
+	rc_b=$?
+	check "$name: worker B took the job over, made the effect, wrote (exit $rc_b)" \
+		"$rc_b $(grep -c '^made the external effect$' "$logs/$name-B.log")" "0 1"
+	thaw "$a"
+	effects=$(grep -c '^effect of ' "$file" 2>/dev/null)
+	if [ "$setting" = on ]; then
+		if [ "$thawed" = 3 ] && grep -q 'skipping the external effect$' "$logs/$name-A.log" &&
+			! grep -q '^made the external effect' "$logs/$name-A.log"; then
+			ok "$name: thawed A heard fence_superseded and skipped its external effect (exit 3)"
+		else
+			show "$logs/$name-A.log"
+			bad "$name: thawed A skipped its external effect (exit $thawed)"
+		fi
+		check "$name: the external effect happened once" "$effects" 1
+	else
+		if [ "$thawed" = 3 ] && grep -q '^made the external effect$' "$logs/$name-A.log" &&
+			grep -q '^fenced 5F001' "$logs/$name-A.log"; then
+			ok "$name, the twin with the setting off: thawed A made the external effect, then its write was fenced (5F001)"
+		else
+			show "$logs/$name-A.log"
+			bad "$name, the twin: thawed A made the effect and was fenced (exit $thawed)"
+		fi
+		check "$name, the twin: the external effect happened twice" "$effects" 2
+	fi
+	check "$name: the counter holds B's write only" "$(val "SELECT value FROM counters WHERE id = '$id'")" 1
 }
 
 echo "--- examples/c (libpq)"
@@ -428,6 +490,7 @@ if [ "$queues_ok" = 1 ]; then
 		show "$logs/pb-A.log"
 		bad "pg-boss: A's handler froze before its write"
 	fi
+
 fi
 
 # ---------------------------------------------------------------------------
@@ -455,8 +518,60 @@ if [ -n "$cron_a" ]; then
 	check "pg_cron: the counter is the rollover's (0) and counter_history has the 7" \
 		"$(val "SELECT c.value || ' ' || (c.writer_epoch > $(token_of "$logs/cron-A.log")) || ' ' || h.value
 			FROM counters c JOIN counter_history h USING (id) WHERE c.id = 'cron-race'")" "0 true 7"
-	check "pg_cron: fence_audit_log has the job's reason" \
-		"$(val "SELECT count(*) FROM fence_audit_log WHERE action = 'begin_fresh' AND reason = 'pg_cron: counter rollover'")" 1
+	# one row per run: on a slow machine the job may have run again (every
+	# minute) before it was unscheduled
+	check "pg_cron: fence_audit_log has the job's reason, once per run" \
+		"$(val "SELECT count(*) >= 1 AND count(*) = (SELECT count(*) FROM cron.job_run_details WHERE status = 'succeeded')
+			FROM fence_audit_log WHERE action = 'begin_fresh' AND reason = 'pg_cron: counter rollover'")" t
+fi
+
+# ---------------------------------------------------------------------------
+# After pg_cron's result: these would otherwise delay it past a second run.
+echo "--- examples/python/notify_worker.py: the superseded worker told at once (LISTEN fence_superseded)"
+notify_race python-notify py-notify-on on /usr/bin/python3 "$ex/python/notify_worker.py"
+notify_race python-notify-off py-notify-off off /usr/bin/python3 "$ex/python/notify_worker.py"
+if [ "$node_ok" = 1 ]; then
+	echo "--- examples/node/notify_worker.js: the superseded worker told at once (AbortController)"
+	notify_race node-notify node-notify-on on node "$ex/node/notify_worker.js"
+	notify_race node-notify-off node-notify-off off node "$ex/node/notify_worker.js"
+fi
+if [ "$queues_ok" = 1 ]; then
+	echo "--- examples/queues/chain.js (graphile-worker 0.17): the successor chain, a kill -9 after commit"
+	# chain_crash ID [env...]: A runs step 1 of a 2-step chain and dies by
+	# SIGKILL after its commit, before fence_release; rescue re-adds the job
+	# once A's lease has run out; B runs the queue dry
+	chain_crash()
+	{
+		local id=$1 rc
+		shift
+		local ch=(env FENCE_LEASE=1 "$@" node "$ex/queues/chain.js")
+		run "$logs/chain-$id-enqueue.log" "${ch[@]}" enqueue "$id" 2
+		run "$logs/chain-$id-A.log" env FENCE_EXAMPLE_KILL_AFTER_COMMIT=1 "${ch[@]}" once
+		rc=$?
+		check "chain $id: worker A committed step 1 and was killed (SIGKILL) before fence_release" \
+			"$rc $(grep -c "^committed chain:$id:1$" "$logs/chain-$id-A.log") $(val "SELECT NOT released FROM fence_claims WHERE job = 'chain:$id:1'")" \
+			"137 1 t"
+		for _ in $(seq 300); do
+			[ "$(val "SELECT lease_expires_at < clock_timestamp() FROM fence_claims WHERE job = 'chain:$id:1'")" = t ] && break
+			sleep 0.1
+		done
+		run "$logs/chain-$id-rescue.log" "${ch[@]}" rescue
+		check "chain $id: rescue re-added the dead worker's job" "$(grep -c "^rescued chain:$id:1" "$logs/chain-$id-rescue.log")" 1
+		run "$logs/chain-$id-B.log" "${ch[@]}" once
+		rc=$?
+		check "chain $id: worker B ran the queue dry (exit $rc)" "$rc" 0
+		check "chain $id: no job is left pending" \
+			"$(val "SELECT count(*) FROM graphile_worker.jobs WHERE task_identifier = 'chain' AND locked_at IS NULL")" 0
+	}
+	chain_crash chain-k
+	check "chain-k: B's fence_once answered false for step 1's effect and successor" \
+		"$(grep -c -e '^effect chain:chain-k:1 already applied: skipped$' -e '^successor of chain:chain-k:1 already enqueued: skipped$' "$logs/chain-chain-k-B.log")" 2
+	check "chain-k: each step's effect once: the counter is 2" "$(val "SELECT value FROM counters WHERE id = 'chain-k'")" 2
+	chain_crash chain-t FENCE_EXAMPLE_NO_ONCE=1
+	check "chain-t, the twin without fence_once: B enqueued step 2 again" \
+		"$(grep -c '^enqueued chain:chain-t:2$' "$logs/chain-chain-t-B.log")" 1
+	check "chain-t, the twin: step 1 applied twice, two successors: the counter is 4" \
+		"$(val "SELECT value FROM counters WHERE id = 'chain-t'")" 4
 fi
 
 echo "--- server log"
@@ -467,7 +582,7 @@ dt=$(($(date +%s) - t_start))
 if [ "$n_fail" = 0 ]; then
 	ran="c, python and its unfenced twin, shell, pg_cron"
 	[ "$node_ok" = 1 ] && ran="$ran, node"
-	[ "$queues_ok" = 1 ] && ran="$ran, graphile-worker, pg-boss"
+	[ "$queues_ok" = 1 ] && ran="$ran, graphile-worker, pg-boss, the successor chain"
 	echo "examples: all $total assertions hold, $n_skip skipped, ${dt}s ($ran)"
 	exit 0
 fi
