@@ -11,6 +11,7 @@ OBJS = \
 	intact.o \
 	protect.o \
 	prune.o \
+	report.o \
 	stats.o \
 	token.o \
 	xact.o
