@@ -53,6 +53,7 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_attrdef.h"
 #include "catalog/pg_attribute.h"
@@ -66,6 +67,7 @@
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/primnodes.h"
 #include "optimizer/optimizer.h"
 #include "rewrite/prs2lock.h"
@@ -344,6 +346,23 @@ trigger_form_finding(FenceTriggerFns *fns, Oid relid, FenceTrigger *t,
 	return -1;
 }
 
+static bool
+is_user_function(Oid func_id, void *context pg_attribute_unused())
+{
+	return func_id >= FirstNormalObjectId;
+}
+
+/* Does the expression call a function that is not built in? */
+static bool
+calls_user_function(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, is_user_function, context))
+		return true;
+	return expression_tree_walker(node, calls_user_function, context);
+}
+
 /* The findings about the epoch column, appended to *findings. */
 static void
 column_findings(List **findings, Oid relid, const char *column,
@@ -389,8 +408,15 @@ column_findings(List **findings, Oid relid, const char *column,
 										 RelationGetDescr(adrel), &isnull);
 			Node	   *expr;
 
-			/* DEFAULT 0 is stored as int8(0): fold it, as the planner would */
-			expr = isnull ? NULL : eval_const_expressions(NULL, stringToNode(TextDatumGetCString(d)));
+			/*
+			 * DEFAULT 0 is stored as int8(0): fold it, as the planner would,
+			 * but only if it calls built-in functions alone.  fence_audit
+			 * runs this as whoever calls it, a superuser say, and must not
+			 * run the table owner's functions.
+			 */
+			expr = isnull ? NULL : stringToNode(TextDatumGetCString(d));
+			if (expr != NULL && !calls_user_function(expr, NULL))
+				expr = eval_const_expressions(NULL, expr);
 			found = !(expr != NULL && IsA(expr, Const) &&
 					  (((Const *) expr)->constisnull ||
 					   (((Const *) expr)->consttype == INT8OID &&

@@ -17,6 +17,10 @@
 --      its twin on an unprotected table lands; declared, it lands;
 --      fence_protect, fence_unprotect and DROP TABLE still work; repaired,
 --      the same command lands.  fence_audit reports the event triggers.
+--   3. fence_audit runs as its caller and runs no function of a table's
+--      owner: an epoch column's default that calls one is reported, not
+--      evaluated (a superuser's audit would run it as the superuser); its
+--      twin, evaluated by the owner, says whom it runs as.
 --
 CREATE EXTENSION fence;
 \set VERBOSITY default
@@ -133,6 +137,34 @@ DROP TABLE d_twin;
 CREATE EVENT TRIGGER fence_table_rewrite ON table_rewrite EXECUTE FUNCTION public.fence_table_rewrite(); ALTER EVENT TRIGGER fence_table_rewrite ENABLE ALWAYS; ALTER EXTENSION fence ADD EVENT TRIGGER fence_table_rewrite;
 ALTER TABLE u_twin ADD COLUMN note2 text;
 SELECT * FROM audit_rows();
+
+--
+-- 3. A default that calls the owner's function is not run by the audit.
+--
+CREATE ROLE fence_regress_ai_owner;
+GRANT CREATE ON SCHEMA public TO fence_regress_ai_owner;
+SET ROLE fence_regress_ai_owner;
+CREATE FUNCTION ai_trojan() RETURNS bigint IMMUTABLE LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE NOTICE 'ai_trojan ran as %', current_user;
+	RETURN 0;
+END $$;
+CREATE TABLE tr (id int, writer_epoch bigint NOT NULL DEFAULT 0);
+SELECT fence_protect('tr');
+BEGIN;
+SELECT fence_allow_ddl('tr', 'test: a default calling a function');
+ALTER TABLE tr ALTER COLUMN writer_epoch SET DEFAULT ai_trojan();
+COMMIT;
+-- twin: the function runs when it is called, as whoever calls it
+SELECT ai_trojan();
+RESET ROLE;
+SELECT * FROM audit_rows();
+SET ROLE fence_regress_ai_owner;
+DROP TABLE tr;
+DROP FUNCTION ai_trojan();
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM fence_regress_ai_owner;
+DROP ROLE fence_regress_ai_owner;
 
 --
 -- Clean up.
