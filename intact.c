@@ -783,7 +783,12 @@ char *
 fence_finding_detail(FenceFinding *f)
 {
 	FenceTrigger *t = f->trigger;
-	const char *tgname = t ? t->name : NULL;
+	const char *tgname;
+
+	if ((t == NULL || f->want == NULL) && f->kind >= FENCE_FOUND_TRIGGER_IMPOSTOR &&
+		f->kind <= FENCE_FOUND_TRIGGER_EXTENSION)
+		elog(ERROR, "fence finding %d names no trigger", (int) f->kind);
+	tgname = t ? t->name : NULL;
 
 	switch (f->kind)
 	{

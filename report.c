@@ -69,6 +69,7 @@
 #include "utils/regproc.h"
 #include "utils/rls.h"
 #include "utils/syscache.h"
+#include "utils/tuplestore.h"
 
 PG_FUNCTION_INFO_V1(fence_audit_report);
 PG_FUNCTION_INFO_V1(fence_token_lock_class);
@@ -520,6 +521,9 @@ report_findings(Report *r, Member *m, const char *protect_fix)
 		bool		is_update = f->want != NULL && strcmp(f->want, FENCE_GUARD_UPDATE_TRIGGER) == 0;
 		char	   *drop_fix = NULL;
 
+		if ((t == NULL || f->want == NULL) && f->kind >= FENCE_FOUND_TRIGGER_IMPOSTOR &&
+			f->kind <= FENCE_FOUND_TRIGGER_EXTENSION)
+			elog(ERROR, "fence finding %d names no trigger", (int) f->kind);
 		if (t != NULL)
 			drop_fix = psprintf("Drop trigger %s on %s in a transaction that first calls fence_allow_ddl(%s, 'why'), then run SELECT fence_protect(%s, %s, %s%s) again.",
 								quote_identifier(t->name), relname, quote_literal_cstr(relname),
