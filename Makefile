@@ -12,6 +12,7 @@ OBJS = \
 	intact.o \
 	protect.o \
 	prune.o \
+	report.o \
 	stats.o \
 	token.o \
 	xact.o

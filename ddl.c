@@ -77,7 +77,6 @@ PG_FUNCTION_INFO_V1(fence_ddl_command_end);
 PG_FUNCTION_INFO_V1(fence_sql_drop);
 PG_FUNCTION_INFO_V1(fence_table_rewrite);
 PG_FUNCTION_INFO_V1(fence_allow_ddl);
-PG_FUNCTION_INFO_V1(fence_after_when_is_canonical_sql);
 
 /* fence.allow_ddl: a superuser's session declares its DDL (fence.c). */
 bool		fence_allow_ddl_setting = false;
@@ -1275,6 +1274,8 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 	List	   *touched;
 	List	   *todo;
 	ListCell   *lc;
+	bool		event_triggers_checked = false;
+	char	   *event_problem = NULL;
 
 	if (!fence_registry_any(fns))
 	{
@@ -1339,6 +1340,29 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 
 		if (!fence_registry_lookup(fns, relid, &column, &mode, &form))
 			continue;
+
+		/*
+		 * fence's event triggers are part of every protected relation's
+		 * protection, and ALTER or DROP EVENT TRIGGER fires none: while one
+		 * is missing or does not fire, every command that touches a
+		 * protected relation is refused here (read once per command).
+		 */
+		if (!event_triggers_checked)
+		{
+			event_triggers_checked = true;
+			event_problem = fence_event_triggers_broken(fns->nspid);
+		}
+		if (event_problem != NULL && !declared_in_tree(fns, relid, command))
+		{
+			event_problem[0] = pg_toupper((unsigned char) event_problem[0]);
+			ereport(ERROR,
+					(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+					 errmsg("cannot run %s on protected table \"%s\" while fence's event triggers are not intact",
+							command, fence_rel_display_name(relid)),
+					 errdetail("%s: fence's checks of DDL depend on it.", event_problem),
+					 errhint("Repair it as a superuser (fence_audit() gives the commands), or declare the command first in the same transaction: SELECT fence_allow_ddl(%s, 'why').",
+							 quote_literal_cstr(fence_rel_query_name(relid)))));
+		}
 
 		/*
 		 * A relation the command did not touch itself is read under a lock
@@ -1584,24 +1608,4 @@ fence_allow_ddl(PG_FUNCTION_ARGS)
 				 errmsg("fence_allow_ddl outside a transaction block declares DDL for this statement only"),
 				 errhint("Call fence_allow_ddl after BEGIN, in the transaction that runs the DDL.")));
 	PG_RETURN_VOID();
-}
-
-/*
- * fence_after_when_is_canonical(tbl regclass, trigger_name name) returns bool
- *
- * For fence_audit: is the WHEN clause of the table's trigger of that name
- * the after form's, for the trigger's own column and mode?  False when the
- * table has no such trigger.
- */
-Datum
-fence_after_when_is_canonical_sql(PG_FUNCTION_ARGS)
-{
-	FenceTriggerFns fns;
-	Oid			relid = PG_GETARG_OID(0);
-
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
-		PG_RETURN_BOOL(false);
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	PG_RETURN_BOOL(fence_after_when_is_canonical(&fns, relid,
-												 NameStr(*PG_GETARG_NAME(1))));
 }

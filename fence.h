@@ -22,8 +22,9 @@
  *				fence_protect(), fence_unprotect(), and the triggers that
  *				carry protection across a partition or inheritance tree
  *	intact.c	what "protected" means, once: the state a protected
- *				relation and its tree must be in (used by protect.c and
- *				ddl.c)
+ *				relation, its tree and fence's event triggers must be in,
+ *				as findings that each caller words (protect.c, ddl.c,
+ *				report.c)
  *	ddl.c		the event triggers: DDL that would disarm a protected
  *				relation is refused unless declared (fence_allow_ddl, the
  *				fence.allow_ddl setting), early from the parse tree where
@@ -32,6 +33,8 @@
  *				the data through CREATE ... PARTITION OF, ATTACH, DETACH
  *				and DROP
  *	audit.c		the audit log, fence_audit_log
+ *	report.c	fence_audit(): intact.c's findings and what no DDL check
+ *				can refuse (the counter, the claims, the registry), as rows
  *	prune.c		fence_prune_batch: deleting finished claims, under the
  *				locks a takeover takes
  *	effects.c	effect keys: fence_once and every write of fence_effects
@@ -55,6 +58,7 @@
 
 #include "access/attnum.h"
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 #include "storage/lockdefs.h"
 #include "executor/tuptable.h"
@@ -232,7 +236,106 @@ extern void fence_heal_triggers(FenceTriggerFns *fns, Oid relid);
 /* ddl.c */
 extern bool fence_allow_ddl_setting;
 
-/* intact.c: what a protected relation must be; NULL, or what broke */
+/*
+ * intact.c: what a protected relation must be, written once.  Each way in
+ * which a relation, its tree or the database falls short of it is a
+ * finding; callers word findings their own way (fence_finding_detail for an
+ * errdetail, fence_audit for its rows).
+ */
+typedef enum FenceFindingKind
+{
+	/* the relation */
+	FENCE_FOUND_FOREIGN,		/* a foreign table */
+	FENCE_FOUND_NOT_TABLE,		/* neither ordinary nor partitioned */
+	FENCE_FOUND_UNLOGGED,
+	FENCE_FOUND_COLUMN_MISSING, /* the epoch column: column */
+	FENCE_FOUND_COLUMN_TYPE,
+	FENCE_FOUND_COLUMN_GENERATED,
+	FENCE_FOUND_COLUMN_IDENTITY,
+	FENCE_FOUND_COLUMN_DEFAULT,
+	/* one trigger: trigger */
+	FENCE_FOUND_TRIGGER_IMPOSTOR,	/* fence's name, another function */
+	FENCE_FOUND_TRIGGER_UPDATE_IN_BEFORE_FORM,
+	FENCE_FOUND_TRIGGER_NAME,	/* fence's function, not fence's name */
+	FENCE_FOUND_TRIGGER_TYPE,	/* timing, level or events */
+	FENCE_FOUND_TRIGGER_WHEN,	/* a WHEN clause where none belongs */
+	FENCE_FOUND_TRIGGER_COLUMNS,	/* UPDATE OF column list */
+	FENCE_FOUND_TRIGGER_CONSTRAINT,
+	FENCE_FOUND_TRIGGER_TRANSITION, /* transition tables */
+	FENCE_FOUND_TRIGGER_NARGS,	/* too many arguments (any, for TRUNCATE) */
+	FENCE_FOUND_TRIGGER_EPOCH_COLUMN,	/* its column: no bigint column */
+	FENCE_FOUND_TRIGGER_MODE,	/* its mode: unknown */
+	FENCE_FOUND_TRIGGER_ARGS,	/* not the registry's column and mode */
+	FENCE_FOUND_TRIGGER_UPDATE_WHEN,	/* not the after form's WHEN */
+	FENCE_FOUND_TRIGGER_ENABLED,	/* not ENABLE ALWAYS */
+	FENCE_FOUND_TRIGGER_EXTENSION,	/* depends on extension: name */
+	/* missing triggers */
+	FENCE_FOUND_NO_GUARD,
+	FENCE_FOUND_NO_UPDATE_CHECK,
+	FENCE_FOUND_NO_TRUNCATE,
+	/* the after form */
+	FENCE_FOUND_UPDATING_FKEY,	/* foreign key: name */
+	/* the tree: member is the partition or child */
+	FENCE_FOUND_MEMBER_UNREGISTERED,
+	FENCE_FOUND_MEMBER_DIFFERS,
+	/* the database: fence's event triggers (event, function, name) */
+	FENCE_FOUND_EVENT_FUNCTION_MISSING,
+	FENCE_FOUND_EVENT_MISSING,
+	FENCE_FOUND_EVENT_WRONG_EVENT,	/* evtevent: on the wrong event */
+	FENCE_FOUND_EVENT_FILTERED,
+	FENCE_FOUND_EVENT_ENABLED	/* evtenabled: not ENABLE ALWAYS */
+} FenceFindingKind;
+
+/* A trigger of a relation, as pg_trigger holds it. */
+typedef struct FenceTrigger
+{
+	Oid			oid;
+	char	   *name;
+	Oid			fnoid;
+	int16		type;
+	char		enabled;
+	Oid			parentid;		/* the trigger it was cloned from, or 0 */
+	Oid			constraint;
+	int			nattr;
+	int			nargs;
+	char	  **args;
+	char	   *qual;			/* nodeToString of the WHEN clause, or NULL */
+	bool		transition;
+} FenceTrigger;
+
+typedef struct FenceFinding
+{
+	FenceFindingKind kind;
+	Oid			relid;			/* the relation, or InvalidOid */
+	FenceTrigger *trigger;		/* trigger findings: the trigger */
+	const char *want;			/* trigger findings: the name fence gives it */
+	const char *column;			/* the registry's column, mode and form */
+	const char *mode;
+	const char *form;
+	const char *name;			/* foreign key, extension, event trigger */
+	Oid			member;			/* member findings: the partition or child */
+	const char *mcolumn;		/* FENCE_FOUND_MEMBER_DIFFERS: its own row */
+	const char *mmode;
+	const char *mform;
+	const char *event;			/* event findings: the event it should be on */
+	const char *evtfn;			/* and its function */
+	Oid			evtoid;			/* the event trigger */
+	const char *evtevent;		/* the event it is on */
+	char		evtenabled;
+} FenceFinding;
+
+extern List *fence_rel_triggers(Oid relid);
+extern List *fence_rel_findings(FenceTriggerFns *fns, Oid relid,
+								const char *column, const char *mode,
+								const char *form);
+extern FenceFinding *fence_member_finding(FenceTriggerFns *fns, Oid relid,
+										  Oid member, const char *column,
+										  const char *mode, const char *form);
+extern bool fence_registration_differs(const char *column, const char *mode,
+									   const char *form, const char *column2,
+									   const char *mode2, const char *form2);
+extern List *fence_event_trigger_findings(Oid nspid);
+extern char *fence_finding_detail(FenceFinding *f);
 extern bool fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid,
 										  const char *tgname);
 extern char *fence_rel_broken(FenceTriggerFns *fns, Oid relid,
@@ -244,6 +347,7 @@ extern char *fence_member_broken(FenceTriggerFns *fns, Oid member,
 extern char *fence_tree_broken(FenceTriggerFns *fns, Oid relid,
 							   const char *column, const char *mode,
 							   const char *form, Oid *where);
+extern char *fence_event_triggers_broken(Oid nspid);
 
 /* audit.c */
 extern void fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,

@@ -26,12 +26,20 @@
  *	  UPDATE CASCADE, SET NULL or SET DEFAULT): such an UPDATE cannot write
  *	  a token into the epoch column, so the after form cannot check it;
  *	- every partition and inheritance child, at every level, is registered
- *	  with the same column, mode and form, and is intact itself.
+ *	  with the same column, mode and form, and is intact itself;
+ *	- fence's four event triggers exist, each on its event, unfiltered and
+ *	  ENABLE ALWAYS (they are the database's, not the relation's: ddl.c
+ *	  checks them once per command that touches a protected relation).
  *
- * The checks read the catalogs as they are now (the relcache's trigger
- * list, the syscaches, pg_depend), after the caller's command has done its
- * work under its own locks.  Each answers with what broke, in words for an
- * errdetail, or NULL.
+ * The checks read the catalogs as they are now (pg_class, pg_attribute,
+ * pg_attrdef, pg_trigger, pg_constraint, pg_depend, pg_event_trigger), and
+ * lock no relation: ddl.c calls them after its command has done its work
+ * under its own locks, protect.c under fence_protect's, and fence_audit
+ * (report.c), which any role may run, under none.  Each way in which a
+ * relation falls short is a finding (a kind, the relation, the trigger,
+ * what was expected), in the order of the list above; the callers word
+ * them: the end of a DDL command and fence_protect raise the first one in
+ * fence_finding_detail's words, fence_audit returns a row for each.
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -45,17 +53,21 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/transam.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_attrdef.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_constraint.h"
 #include "catalog/pg_depend.h"
+#include "catalog/pg_event_trigger.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
 #include "commands/trigger.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/primnodes.h"
 #include "optimizer/optimizer.h"
 #include "rewrite/prs2lock.h"
@@ -136,17 +148,71 @@ when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgqual,
 		is_const_text(list_nth(call->args, 4), TEXTOID, mode);
 }
 
-/* The trigger of that name on relid, from the relcache, or NULL. */
-static Trigger *
-find_trigger(Relation rel, const char *tgname)
+/*
+ * The relation's triggers, as pg_trigger holds them, in name order (the
+ * order in which they fire).  Read from the catalog, not the relcache, so
+ * that a caller holding no lock on the relation (fence_audit, run by any
+ * role) takes none.
+ */
+List *
+fence_rel_triggers(Oid relid)
 {
-	TriggerDesc *trigdesc = rel->trigdesc;
-	int			i;
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *result = NIL;
 
-	for (i = 0; trigdesc != NULL && i < trigdesc->numtriggers; i++)
-		if (strcmp(trigdesc->triggers[i].tgname, tgname) == 0)
-			return &trigdesc->triggers[i];
-	return NULL;
+	ScanKeyInit(&key, Anum_pg_trigger_tgrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(tgrel, TriggerRelidNameIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_trigger tg = (Form_pg_trigger) GETSTRUCT(tup);
+		FenceTrigger *t = palloc0(sizeof(FenceTrigger));
+		Datum		d;
+		bool		isnull;
+
+		t->oid = tg->oid;
+		t->name = pstrdup(NameStr(tg->tgname));
+		t->fnoid = tg->tgfoid;
+		t->type = tg->tgtype;
+		t->enabled = tg->tgenabled;
+		t->parentid = tg->tgparentid;
+		t->constraint = tg->tgconstraint;
+		t->nattr = tg->tgattr.dim1;
+		t->nargs = tg->tgnargs;
+		if (t->nargs > 0)
+		{
+			bytea	   *val;
+			char	   *p;
+			char	   *end;
+			int			i;
+
+			d = heap_getattr(tup, Anum_pg_trigger_tgargs, RelationGetDescr(tgrel), &isnull);
+			val = DatumGetByteaPP(d);
+			p = VARDATA_ANY(val);
+			end = p + VARSIZE_ANY_EXHDR(val);
+			t->args = palloc0(sizeof(char *) * t->nargs);
+			for (i = 0; i < t->nargs && p < end; i++)
+			{
+				t->args[i] = pstrdup(p);
+				p += strlen(p) + 1;
+			}
+			for (; i < t->nargs; i++)
+				t->args[i] = pstrdup("");
+		}
+		d = heap_getattr(tup, Anum_pg_trigger_tgqual, RelationGetDescr(tgrel), &isnull);
+		t->qual = isnull ? NULL : TextDatumGetCString(d);
+		(void) heap_getattr(tup, Anum_pg_trigger_tgoldtable, RelationGetDescr(tgrel), &isnull);
+		t->transition = !isnull;
+		(void) heap_getattr(tup, Anum_pg_trigger_tgnewtable, RelationGetDescr(tgrel), &isnull);
+		t->transition = t->transition || !isnull;
+		result = lappend(result, t);
+	}
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return result;
 }
 
 /*
@@ -157,16 +223,19 @@ find_trigger(Relation rel, const char *tgname)
 bool
 fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgname)
 {
-	Relation	rel = relation_open(relid, AccessShareLock);
-	Trigger    *trigger = find_trigger(rel, tgname);
-	bool		ok = false;
+	ListCell   *lc;
 
-	if (trigger != NULL && trigger->tgnargs <= 2)
-		ok = when_is_canonical(fns, relid, trigger->tgqual,
-							   trigger->tgnargs >= 1 ? trigger->tgargs[0] : FENCE_DEFAULT_EPOCH_COLUMN,
-							   trigger->tgnargs >= 2 ? trigger->tgargs[1] : FENCE_DEFAULT_MODE);
-	relation_close(rel, AccessShareLock);
-	return ok;
+	foreach(lc, fence_rel_triggers(relid))
+	{
+		FenceTrigger *t = (FenceTrigger *) lfirst(lc);
+
+		if (strcmp(t->name, tgname) == 0)
+			return t->nargs <= 2 &&
+				when_is_canonical(fns, relid, t->qual,
+								  t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN,
+								  t->nargs >= 2 ? t->args[1] : FENCE_DEFAULT_MODE);
+	}
+	return false;
 }
 
 /*
@@ -202,236 +271,647 @@ trigger_extension(Oid trigoid)
 	return extoid;
 }
 
-/*
- * What is wrong with one of fence's triggers, compared with the one
- * fence_protect creates for this column and mode, or NULL.
- */
-static char *
-trigger_broken(FenceTriggerFns *fns, Oid relid, Trigger *trigger,
-			   int16 want_type, bool want_args, bool want_when,
-			   const char *column, const char *mode)
+/* A new finding about relid, appended to *findings. */
+static FenceFinding *
+add_finding(List **findings, FenceFindingKind kind, Oid relid,
+			const char *column, const char *mode, const char *form)
 {
-	const char *name = trigger->tgname;
-	Oid			extoid;
+	FenceFinding *f = palloc0(sizeof(FenceFinding));
 
-	if (trigger->tgtype != want_type)
-		return psprintf("trigger \"%s\" does not fire as fence_protect creates it", name);
-	if (trigger->tgnattr > 0)
-		return psprintf("trigger \"%s\" has a column list", name);
-	if (OidIsValid(trigger->tgconstraint))
-		return psprintf("trigger \"%s\" is a constraint trigger", name);
-	if (trigger->tgoldtable != NULL || trigger->tgnewtable != NULL)
-		return psprintf("trigger \"%s\" has transition tables", name);
-	if (want_args)
-	{
-		const char *argcol = trigger->tgnargs >= 1 ? trigger->tgargs[0] : FENCE_DEFAULT_EPOCH_COLUMN;
-		const char *argmode = trigger->tgnargs >= 2 ? trigger->tgargs[1] : FENCE_DEFAULT_MODE;
-
-		if (trigger->tgnargs > 2 || strcmp(argcol, column) != 0 ||
-			strcmp(argmode, mode) != 0)
-			return psprintf("trigger \"%s\" checks (%s, %s), not fence_protected's (%s, %s)",
-							name, quote_literal_cstr(argcol), quote_literal_cstr(argmode),
-							quote_literal_cstr(column), quote_literal_cstr(mode));
-	}
-	else if (trigger->tgnargs != 0)
-		return psprintf("trigger \"%s\" has arguments", name);
-	if (want_when)
-	{
-		if (!when_is_canonical(fns, relid, trigger->tgqual, column, mode))
-			return psprintf("trigger \"%s\" has another WHEN clause than NOT fence_update_allowed(NEW.%s, OLD.%s, NEW.tableoid, %s, %s)",
-							name, quote_identifier(column), quote_identifier(column),
-							quote_literal_cstr(column), quote_literal_cstr(mode));
-	}
-	else if (trigger->tgqual != NULL)
-		return psprintf("trigger \"%s\" has a WHEN clause", name);
-	if (trigger->tgenabled != TRIGGER_FIRES_ALWAYS)
-		return psprintf("trigger \"%s\" is %s, not ENABLE ALWAYS", name,
-						trigger->tgenabled == TRIGGER_DISABLED ? "disabled" :
-						trigger->tgenabled == TRIGGER_FIRES_ON_REPLICA ? "ENABLE REPLICA" :
-						"ENABLE");
-	extoid = trigger_extension(trigger->tgoid);
-	if (OidIsValid(extoid))
-	{
-		char	   *extname = get_extension_name(extoid);
-
-		return psprintf("trigger \"%s\" depends on extension \"%s\", and DROP EXTENSION would drop it",
-						name, extname ? extname : "?");
-	}
-	return NULL;
+	f->kind = kind;
+	f->relid = relid;
+	f->column = column;
+	f->mode = mode;
+	f->form = form;
+	*findings = lappend(*findings, f);
+	return f;
 }
 
-/* What is wrong with the epoch column, or NULL. */
-static char *
-column_broken(Relation rel, const char *column)
+/* Is the mode one fence knows? */
+static bool
+mode_is_known(const char *mode)
 {
-	Oid			relid = RelationGetRelid(rel);
+	return strcmp(mode, "strict") == 0 || strcmp(mode, "repeat") == 0 ||
+		strcmp(mode, "shared") == 0;
+}
+
+/* Is the column of the relation a bigint column? */
+static bool
+is_bigint_column(Oid relid, const char *column)
+{
 	AttrNumber	attnum = get_attnum(relid, column);
-	TupleDesc	desc = RelationGetDescr(rel);
-	Form_pg_attribute att;
-	int			i;
 
-	if (attnum <= 0)
-		return psprintf("its epoch column \"%s\" does not exist", column);
-	att = TupleDescAttr(desc, attnum - 1);
-	if (att->atttypid != INT8OID)
-		return psprintf("its epoch column \"%s\" is not of type bigint", column);
-	if (att->attgenerated != '\0')
-		return psprintf("its epoch column \"%s\" is generated", column);
-	if (att->attidentity != '\0')
-		return psprintf("its epoch column \"%s\" is an identity column", column);
-	if (!att->atthasdef || desc->constr == NULL)
-		return NULL;
-	for (i = 0; i < desc->constr->num_defval; i++)
-	{
-		AttrDefault *def = &desc->constr->defval[i];
-		Node	   *expr;
-
-		if (def->adnum != attnum)
-			continue;
-		/* DEFAULT 0 is stored as int8(0): fold it, as the planner would */
-		expr = eval_const_expressions(NULL, stringToNode(def->adbin));
-		if (IsA(expr, Const) &&
-			(((Const *) expr)->constisnull ||
-			 (((Const *) expr)->consttype == INT8OID &&
-			  DatumGetInt64(((Const *) expr)->constvalue) == 0)))
-			return NULL;
-		return psprintf("its epoch column \"%s\" has a default other than 0: every INSERT would carry it as a token",
-						column);
-	}
-	return NULL;
+	return attnum > 0 && get_atttype(relid, attnum) == INT8OID;
 }
 
 /*
- * In the after form, a foreign key of the table whose action updates the
- * table's rows (ON UPDATE CASCADE, SET NULL, SET DEFAULT; ON DELETE SET
- * NULL, SET DEFAULT): its name, or NULL.
+ * How one of fence's triggers differs in form from the one fence_protect
+ * creates for the registry's column and mode: the first difference, or
+ * -1.  (Its firing state and its dependencies are findings of their own.)
  */
-static char *
-updating_foreign_key(Relation rel)
+static int
+trigger_form_finding(FenceTriggerFns *fns, Oid relid, FenceTrigger *t,
+					 const char *want, int16 want_type, bool is_truncate,
+					 bool want_when, const char *column, const char *mode)
 {
-	List	   *fkeys = RelationGetFKeyList(rel);
+	if (strcmp(t->name, want) != 0)
+		return FENCE_FOUND_TRIGGER_NAME;
+	if (t->type != want_type)
+		return FENCE_FOUND_TRIGGER_TYPE;
+	if (!want_when && t->qual != NULL)
+		return FENCE_FOUND_TRIGGER_WHEN;
+	if (t->nattr > 0)
+		return FENCE_FOUND_TRIGGER_COLUMNS;
+	if (OidIsValid(t->constraint))
+		return FENCE_FOUND_TRIGGER_CONSTRAINT;
+	if (t->transition)
+		return FENCE_FOUND_TRIGGER_TRANSITION;
+	if (is_truncate)
+		return t->nargs != 0 ? FENCE_FOUND_TRIGGER_NARGS : -1;
+	if (t->nargs > 2)
+		return FENCE_FOUND_TRIGGER_NARGS;
+	{
+		const char *argcol = t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN;
+		const char *argmode = t->nargs >= 2 ? t->args[1] : FENCE_DEFAULT_MODE;
+
+		if (!is_bigint_column(relid, argcol))
+			return FENCE_FOUND_TRIGGER_EPOCH_COLUMN;
+		if (!mode_is_known(argmode))
+			return FENCE_FOUND_TRIGGER_MODE;
+		if (strcmp(argcol, column) != 0 || strcmp(argmode, mode) != 0)
+			return FENCE_FOUND_TRIGGER_ARGS;
+	}
+	if (want_when && !when_is_canonical(fns, relid, t->qual, column, mode))
+		return FENCE_FOUND_TRIGGER_UPDATE_WHEN;
+	return -1;
+}
+
+static bool
+is_user_function(Oid func_id, void *context pg_attribute_unused())
+{
+	return func_id >= FirstNormalObjectId;
+}
+
+/* Does the expression call a function that is not built in? */
+static bool
+calls_user_function(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	if (check_functions_in_node(node, is_user_function, context))
+		return true;
+	return expression_tree_walker(node, calls_user_function, context);
+}
+
+/* The findings about the epoch column, appended to *findings. */
+static void
+column_findings(List **findings, Oid relid, const char *column,
+				const char *mode, const char *form)
+{
+	HeapTuple	tup = SearchSysCacheAttName(relid, column);
+	Form_pg_attribute att;
+	FenceFindingKind kind = FENCE_FOUND_COLUMN_MISSING;
+	bool		found = true;
+
+	if (!HeapTupleIsValid(tup))
+	{
+		add_finding(findings, kind, relid, column, mode, form);
+		return;
+	}
+	att = (Form_pg_attribute) GETSTRUCT(tup);
+	if (att->attnum <= 0)
+		kind = FENCE_FOUND_COLUMN_MISSING;
+	else if (att->atttypid != INT8OID)
+		kind = FENCE_FOUND_COLUMN_TYPE;
+	else if (att->attgenerated != '\0')
+		kind = FENCE_FOUND_COLUMN_GENERATED;
+	else if (att->attidentity != '\0')
+		kind = FENCE_FOUND_COLUMN_IDENTITY;
+	else if (att->atthasdef)
+	{
+		/* the default, from pg_attrdef */
+		Relation	adrel = table_open(AttrDefaultRelationId, AccessShareLock);
+		ScanKeyData key[2];
+		SysScanDesc scan;
+		HeapTuple	adtup;
+
+		found = false;
+		ScanKeyInit(&key[0], Anum_pg_attrdef_adrelid, BTEqualStrategyNumber,
+					F_OIDEQ, ObjectIdGetDatum(relid));
+		ScanKeyInit(&key[1], Anum_pg_attrdef_adnum, BTEqualStrategyNumber,
+					F_INT2EQ, Int16GetDatum(att->attnum));
+		scan = systable_beginscan(adrel, AttrDefaultIndexId, true, NULL, 2, key);
+		if (HeapTupleIsValid(adtup = systable_getnext(scan)))
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(adtup, Anum_pg_attrdef_adbin,
+										 RelationGetDescr(adrel), &isnull);
+			Node	   *expr;
+
+			/*
+			 * DEFAULT 0 is stored as int8(0): fold it, as the planner would,
+			 * but only if it calls built-in functions alone.  fence_audit
+			 * runs this as whoever calls it, a superuser say, and must not
+			 * run the table owner's functions.
+			 */
+			expr = isnull ? NULL : stringToNode(TextDatumGetCString(d));
+			if (expr != NULL && !calls_user_function(expr, NULL))
+				expr = eval_const_expressions(NULL, expr);
+			found = !(expr != NULL && IsA(expr, Const) &&
+					  (((Const *) expr)->constisnull ||
+					   (((Const *) expr)->consttype == INT8OID &&
+						DatumGetInt64(((Const *) expr)->constvalue) == 0)));
+			kind = FENCE_FOUND_COLUMN_DEFAULT;
+		}
+		systable_endscan(scan);
+		table_close(adrel, AccessShareLock);
+	}
+	else
+		found = false;
+	ReleaseSysCache(tup);
+	if (found)
+		add_finding(findings, kind, relid, column, mode, form);
+}
+
+/*
+ * In the after form, the foreign keys of the table whose action updates
+ * the table's rows (ON UPDATE CASCADE, SET NULL, SET DEFAULT; ON DELETE SET
+ * NULL, SET DEFAULT), appended to *findings.
+ */
+static void
+updating_fkey_findings(List **findings, Oid relid, const char *column,
+					   const char *mode, const char *form)
+{
+	Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	ScanKeyInit(&key, Anum_pg_constraint_conrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(conrel, ConstraintRelidTypidNameIndexId, true,
+							  NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tup);
+
+		if (con->contype != CONSTRAINT_FOREIGN)
+			continue;
+		if (con->confupdtype == FKCONSTR_ACTION_CASCADE ||
+			con->confupdtype == FKCONSTR_ACTION_SETNULL ||
+			con->confupdtype == FKCONSTR_ACTION_SETDEFAULT ||
+			con->confdeltype == FKCONSTR_ACTION_SETNULL ||
+			con->confdeltype == FKCONSTR_ACTION_SETDEFAULT)
+			add_finding(findings, FENCE_FOUND_UPDATING_FKEY, relid, column, mode,
+						form)->name = pstrdup(NameStr(con->conname));
+	}
+	systable_endscan(scan);
+	table_close(conrel, AccessShareLock);
+}
+
+/*
+ * Everything that keeps one relation, protected with this column, mode and
+ * form, from being intact on its own (its tree: fence_member_finding), in
+ * the order of the definition: the relation, its epoch column, its
+ * triggers in name order (for each: its form, its firing state, its
+ * dependency on an extension), the triggers it lacks, the after form's
+ * foreign keys.  NIL when it is intact, or no longer exists.  Read from the
+ * catalogs, under whatever locks the caller holds.
+ */
+List *
+fence_rel_findings(FenceTriggerFns *fns, Oid relid, const char *column,
+				   const char *mode, const char *form)
+{
+	HeapTuple	classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	char		relkind;
+	char		relpersistence;
+	bool		after = fence_form_is_after(form);
+	bool		have_guard = false;
+	bool		have_update = false;
+	bool		have_truncate = false;
+	List	   *findings = NIL;
 	ListCell   *lc;
 
-	foreach(lc, fkeys)
+	if (!HeapTupleIsValid(classtup))
+		return NIL;
+	relkind = ((Form_pg_class) GETSTRUCT(classtup))->relkind;
+	relpersistence = ((Form_pg_class) GETSTRUCT(classtup))->relpersistence;
+	ReleaseSysCache(classtup);
+
+	if (relkind == RELKIND_FOREIGN_TABLE)
+		add_finding(&findings, FENCE_FOUND_FOREIGN, relid, column, mode, form);
+	else if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		add_finding(&findings, FENCE_FOUND_NOT_TABLE, relid, column, mode, form);
+	if (relpersistence == RELPERSISTENCE_UNLOGGED)
+		add_finding(&findings, FENCE_FOUND_UNLOGGED, relid, column, mode, form);
+	column_findings(&findings, relid, column, mode, form);
+
+	foreach(lc, fence_rel_triggers(relid))
 	{
-		ForeignKeyCacheInfo *fk = (ForeignKeyCacheInfo *) lfirst(lc);
-		HeapTuple	tup;
-		char	   *name = NULL;
+		FenceTrigger *t = (FenceTrigger *) lfirst(lc);
+		const char *want;
+		int16		want_type;
+		bool		is_truncate = false;
+		bool		want_when = false;
+		int			kind;
+		Oid			extoid;
+		FenceFinding *f;
 
-		if (fk->conrelid != RelationGetRelid(rel))
-			continue;
-		tup = SearchSysCache1(CONSTROID, ObjectIdGetDatum(fk->conoid));
-		if (!HeapTupleIsValid(tup))
-			continue;
+		if (t->fnoid == fns->guard_fn)
 		{
-			Form_pg_constraint con = (Form_pg_constraint) GETSTRUCT(tup);
-
-			if (con->confupdtype == FKCONSTR_ACTION_CASCADE ||
-				con->confupdtype == FKCONSTR_ACTION_SETNULL ||
-				con->confupdtype == FKCONSTR_ACTION_SETDEFAULT ||
-				con->confdeltype == FKCONSTR_ACTION_SETNULL ||
-				con->confdeltype == FKCONSTR_ACTION_SETDEFAULT)
-				name = pstrdup(NameStr(con->conname));
+			have_guard = true;
+			want = FENCE_GUARD_TRIGGER;
+			want_type = after ? GUARD_TYPE_AFTER_FORM : GUARD_TYPE_BEFORE_FORM;
 		}
-		ReleaseSysCache(tup);
-		if (name)
-			return name;
+		else if (OidIsValid(fns->guard_after_fn) && t->fnoid == fns->guard_after_fn)
+		{
+			have_update = true;
+			want = FENCE_GUARD_UPDATE_TRIGGER;
+			want_type = GUARD_UPDATE_TYPE;
+			want_when = true;
+		}
+		else if (t->fnoid == fns->refuse_truncate_fn)
+		{
+			have_truncate = true;
+			want = FENCE_TRUNCATE_TRIGGER;
+			want_type = TRUNCATE_TYPE;
+			is_truncate = true;
+		}
+		else
+		{
+			/* fence's name, another function */
+			if (strcmp(t->name, FENCE_GUARD_TRIGGER) == 0)
+				have_guard = true;
+			else if (strcmp(t->name, FENCE_GUARD_UPDATE_TRIGGER) == 0)
+				have_update = true;
+			else if (strcmp(t->name, FENCE_TRUNCATE_TRIGGER) == 0)
+				have_truncate = true;
+			else
+				continue;
+			f = add_finding(&findings, FENCE_FOUND_TRIGGER_IMPOSTOR, relid, column, mode, form);
+			f->trigger = t;
+			f->want = t->name;
+			continue;
+		}
+
+		if (want_when && !after)
+			kind = FENCE_FOUND_TRIGGER_UPDATE_IN_BEFORE_FORM;
+		else
+			kind = trigger_form_finding(fns, relid, t, want, want_type,
+										is_truncate, want_when, column, mode);
+		if (kind >= 0)
+		{
+			f = add_finding(&findings, (FenceFindingKind) kind, relid, column, mode, form);
+			f->trigger = t;
+			f->want = want;
+		}
+		if (t->enabled != TRIGGER_FIRES_ALWAYS)
+		{
+			f = add_finding(&findings, FENCE_FOUND_TRIGGER_ENABLED, relid, column, mode, form);
+			f->trigger = t;
+			f->want = want;
+		}
+		extoid = trigger_extension(t->oid);
+		if (OidIsValid(extoid))
+		{
+			char	   *extname = get_extension_name(extoid);
+
+			f = add_finding(&findings, FENCE_FOUND_TRIGGER_EXTENSION, relid, column, mode, form);
+			f->trigger = t;
+			f->want = want;
+			f->name = extname ? extname : "?";
+		}
 	}
-	return NULL;
+	if (!have_guard)
+		add_finding(&findings, FENCE_FOUND_NO_GUARD, relid, column, mode, form);
+	if (after && !have_update)
+		add_finding(&findings, FENCE_FOUND_NO_UPDATE_CHECK, relid, column, mode, form);
+	if (!have_truncate)
+		add_finding(&findings, FENCE_FOUND_NO_TRUNCATE, relid, column, mode, form);
+	if (after)
+		updating_fkey_findings(&findings, relid, column, mode, form);
+	return findings;
+}
+
+/* Do two registrations differ (the form compared as fence reads it)? */
+bool
+fence_registration_differs(const char *column, const char *mode, const char *form,
+						   const char *column2, const char *mode2, const char *form2)
+{
+	return strcmp(column, column2) != 0 || strcmp(mode, mode2) != 0 ||
+		fence_form_is_after(form) != fence_form_is_after(form2);
+}
+
+/*
+ * Is member, a partition or child of relid, in a tree protected with this
+ * column, mode and form, registered alike?  NULL, or the finding.
+ */
+FenceFinding *
+fence_member_finding(FenceTriggerFns *fns, Oid relid, Oid member,
+					 const char *column, const char *mode, const char *form)
+{
+	char	   *mcolumn;
+	char	   *mmode;
+	char	   *mform;
+	FenceFinding *f = palloc0(sizeof(FenceFinding));
+
+	f->relid = relid;
+	f->member = member;
+	f->column = column;
+	f->mode = mode;
+	f->form = form;
+	if (!fence_registry_lookup(fns, member, &mcolumn, &mmode, &mform))
+		f->kind = FENCE_FOUND_MEMBER_UNREGISTERED;
+	else if (fence_registration_differs(mcolumn, mmode, mform, column, mode, form))
+	{
+		f->kind = FENCE_FOUND_MEMBER_DIFFERS;
+		f->mcolumn = mcolumn;
+		f->mmode = mmode;
+		f->mform = mform;
+	}
+	else
+	{
+		pfree(f);
+		return NULL;
+	}
+	return f;
+}
+
+/*
+ * fence's event triggers, found by their function: for each, one on its
+ * event, unfiltered and ENABLE ALWAYS is enough; without one, each of the
+ * function's event triggers is a finding, or its absence is.  (ALTER EVENT
+ * TRIGGER fires no event trigger, so the end of a later command is the
+ * first place where a change to them can be seen.)
+ */
+typedef struct FenceEventTrigger
+{
+	Oid			oid;
+	char	   *name;
+	char	   *event;
+	Oid			fnoid;
+	char		enabled;
+	bool		filtered;
+} FenceEventTrigger;
+
+static int
+event_trigger_name_cmp(const ListCell *a, const ListCell *b)
+{
+	return strcmp(((FenceEventTrigger *) lfirst(a))->name,
+				  ((FenceEventTrigger *) lfirst(b))->name);
+}
+
+List *
+fence_event_trigger_findings(Oid nspid)
+{
+	static const char *const functions[][2] = {
+		/* in the order of the function's name */
+		{"fence_ddl_command_end", "ddl_command_end"},
+		{"fence_ddl_command_start", "ddl_command_start"},
+		{"fence_sql_drop", "sql_drop"},
+		{"fence_table_rewrite", "table_rewrite"},
+	};
+	Relation	evtrel = table_open(EventTriggerRelationId, AccessShareLock);
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *all = NIL;
+	List	   *findings = NIL;
+	size_t		i;
+
+	scan = systable_beginscan(evtrel, InvalidOid, false, NULL, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_event_trigger evt = (Form_pg_event_trigger) GETSTRUCT(tup);
+		FenceEventTrigger *e = palloc(sizeof(FenceEventTrigger));
+		bool		isnull;
+
+		e->oid = evt->oid;
+		e->name = pstrdup(NameStr(evt->evtname));
+		e->event = pstrdup(NameStr(evt->evtevent));
+		e->fnoid = evt->evtfoid;
+		e->enabled = evt->evtenabled;
+		(void) heap_getattr(tup, Anum_pg_event_trigger_evttags,
+							RelationGetDescr(evtrel), &isnull);
+		e->filtered = !isnull;
+		all = lappend(all, e);
+	}
+	systable_endscan(scan);
+	table_close(evtrel, AccessShareLock);
+	list_sort(all, event_trigger_name_cmp);
+
+	for (i = 0; i < lengthof(functions); i++)
+	{
+		const char *fn = functions[i][0];
+		const char *event = functions[i][1];
+		Oid			fnoid = fence_find_function(nspid, fn, 0, NULL);
+		List	   *mine = NIL;
+		bool		ok = false;
+		ListCell   *lc;
+		FenceFinding *f;
+
+		if (!OidIsValid(fnoid))
+		{
+			f = add_finding(&findings, FENCE_FOUND_EVENT_FUNCTION_MISSING, InvalidOid,
+							NULL, NULL, NULL);
+			f->event = event;
+			f->evtfn = fn;
+			continue;
+		}
+		foreach(lc, all)
+		{
+			FenceEventTrigger *e = (FenceEventTrigger *) lfirst(lc);
+
+			if (e->fnoid != fnoid)
+				continue;
+			mine = lappend(mine, e);
+			if (strcmp(e->event, event) == 0 && !e->filtered &&
+				e->enabled == TRIGGER_FIRES_ALWAYS)
+				ok = true;
+		}
+		if (ok)
+			continue;
+		if (mine == NIL)
+		{
+			f = add_finding(&findings, FENCE_FOUND_EVENT_MISSING, InvalidOid,
+							NULL, NULL, NULL);
+			f->event = event;
+			f->evtfn = fn;
+			continue;
+		}
+		foreach(lc, mine)
+		{
+			FenceEventTrigger *e = (FenceEventTrigger *) lfirst(lc);
+
+			f = add_finding(&findings,
+							strcmp(e->event, event) != 0 ? FENCE_FOUND_EVENT_WRONG_EVENT :
+							e->filtered ? FENCE_FOUND_EVENT_FILTERED :
+							FENCE_FOUND_EVENT_ENABLED,
+							InvalidOid, NULL, NULL, NULL);
+			f->event = event;
+			f->evtfn = fn;
+			f->name = e->name;
+			f->evtoid = e->oid;
+			f->evtevent = e->event;
+			f->evtenabled = e->enabled;
+		}
+	}
+	return findings;
+}
+
+/* A firing state as ALTER ... TRIGGER names it. */
+static const char *
+enabled_word(char enabled)
+{
+	switch (enabled)
+	{
+		case TRIGGER_DISABLED:
+			return "disabled";
+		case TRIGGER_FIRES_ON_REPLICA:
+			return "ENABLE REPLICA";
+		case TRIGGER_FIRES_ON_ORIGIN:
+			return "ENABLE";
+		default:
+			return "ENABLE ALWAYS";
+	}
+}
+
+/*
+ * A finding in words, for an errdetail (lower-case, no final period): what
+ * the end of a DDL command and fence_protect report.
+ */
+char *
+fence_finding_detail(FenceFinding *f)
+{
+	FenceTrigger *t = f->trigger;
+	const char *tgname;
+
+	if ((t == NULL || f->want == NULL) && f->kind >= FENCE_FOUND_TRIGGER_IMPOSTOR &&
+		f->kind <= FENCE_FOUND_TRIGGER_EXTENSION)
+		elog(ERROR, "fence finding %d names no trigger", (int) f->kind);
+	tgname = t ? t->name : NULL;
+
+	switch (f->kind)
+	{
+		case FENCE_FOUND_FOREIGN:
+			return pstrdup("it is a foreign table, which cannot refuse TRUNCATE");
+		case FENCE_FOUND_NOT_TABLE:
+			return pstrdup("it is not a table");
+		case FENCE_FOUND_UNLOGGED:
+			return pstrdup("it is unlogged: a crash would lose writes that fence accepted");
+		case FENCE_FOUND_COLUMN_MISSING:
+			return psprintf("its epoch column \"%s\" does not exist", f->column);
+		case FENCE_FOUND_COLUMN_TYPE:
+			return psprintf("its epoch column \"%s\" is not of type bigint", f->column);
+		case FENCE_FOUND_COLUMN_GENERATED:
+			return psprintf("its epoch column \"%s\" is generated", f->column);
+		case FENCE_FOUND_COLUMN_IDENTITY:
+			return psprintf("its epoch column \"%s\" is an identity column", f->column);
+		case FENCE_FOUND_COLUMN_DEFAULT:
+			return psprintf("its epoch column \"%s\" has a default other than 0: every INSERT would carry it as a token",
+							f->column);
+		case FENCE_FOUND_TRIGGER_IMPOSTOR:
+			return psprintf("trigger \"%s\" calls %s(), not fence's %s()", tgname,
+							get_func_name(t->fnoid),
+							strcmp(tgname, FENCE_GUARD_TRIGGER) == 0 ? "fence_guard" :
+							strcmp(tgname, FENCE_GUARD_UPDATE_TRIGGER) == 0 ? "fence_guard_after" :
+							"fence_refuse_truncate");
+		case FENCE_FOUND_TRIGGER_UPDATE_IN_BEFORE_FORM:
+			return psprintf("trigger \"%s\" calls fence_guard_after(), but the table is protected in the before form",
+							tgname);
+		case FENCE_FOUND_TRIGGER_NAME:
+			return psprintf("trigger \"%s\" calls %s() but is not the one fence_protect creates (%s)",
+							tgname, get_func_name(t->fnoid), f->want);
+		case FENCE_FOUND_TRIGGER_TYPE:
+			return psprintf("trigger \"%s\" does not fire as fence_protect creates it", tgname);
+		case FENCE_FOUND_TRIGGER_WHEN:
+			return psprintf("trigger \"%s\" has a WHEN clause", tgname);
+		case FENCE_FOUND_TRIGGER_COLUMNS:
+			return psprintf("trigger \"%s\" has a column list", tgname);
+		case FENCE_FOUND_TRIGGER_CONSTRAINT:
+			return psprintf("trigger \"%s\" is a constraint trigger", tgname);
+		case FENCE_FOUND_TRIGGER_TRANSITION:
+			return psprintf("trigger \"%s\" has transition tables", tgname);
+		case FENCE_FOUND_TRIGGER_NARGS:
+			if (strcmp(f->want, FENCE_TRUNCATE_TRIGGER) == 0)
+				return psprintf("trigger \"%s\" has arguments", tgname);
+			pg_fallthrough;
+		case FENCE_FOUND_TRIGGER_EPOCH_COLUMN:
+		case FENCE_FOUND_TRIGGER_MODE:
+		case FENCE_FOUND_TRIGGER_ARGS:
+			{
+				const char *argcol = t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN;
+				const char *argmode = t->nargs >= 2 ? t->args[1] : FENCE_DEFAULT_MODE;
+
+				if (f->kind == FENCE_FOUND_TRIGGER_EPOCH_COLUMN &&
+					strcmp(argcol, f->column) == 0)
+					return psprintf("trigger \"%s\" checks column \"%s\", which is not a bigint column of the table",
+									tgname, argcol);
+				return psprintf("trigger \"%s\" checks (%s, %s), not fence_protected's (%s, %s)",
+								tgname, quote_literal_cstr(argcol), quote_literal_cstr(argmode),
+								quote_literal_cstr(f->column), quote_literal_cstr(f->mode));
+			}
+		case FENCE_FOUND_TRIGGER_UPDATE_WHEN:
+			return psprintf("trigger \"%s\" has another WHEN clause than NOT fence_update_allowed(NEW.%s, OLD.%s, NEW.tableoid, %s, %s)",
+							tgname, quote_identifier(f->column), quote_identifier(f->column),
+							quote_literal_cstr(f->column), quote_literal_cstr(f->mode));
+		case FENCE_FOUND_TRIGGER_ENABLED:
+			return psprintf("trigger \"%s\" is %s, not ENABLE ALWAYS", tgname,
+							enabled_word(t->enabled));
+		case FENCE_FOUND_TRIGGER_EXTENSION:
+			return psprintf("trigger \"%s\" depends on extension \"%s\", and DROP EXTENSION would drop it",
+							tgname, f->name);
+		case FENCE_FOUND_NO_GUARD:
+			return psprintf("it has no trigger \"%s\": writes are not checked", FENCE_GUARD_TRIGGER);
+		case FENCE_FOUND_NO_UPDATE_CHECK:
+			return psprintf("it has no trigger \"%s\": UPDATEs are not checked", FENCE_GUARD_UPDATE_TRIGGER);
+		case FENCE_FOUND_NO_TRUNCATE:
+			return psprintf("it has no trigger \"%s\": TRUNCATE empties it", FENCE_TRUNCATE_TRIGGER);
+		case FENCE_FOUND_UPDATING_FKEY:
+			return psprintf("its foreign key \"%s\" updates its rows by itself (a cascade cannot write a token into the epoch column), which the after form cannot check",
+							f->name);
+		case FENCE_FOUND_MEMBER_UNREGISTERED:
+			return psprintf("its %s \"%s\" is not registered in fence_protected",
+							get_rel_relispartition(f->member) ? "partition" : "child",
+							fence_rel_display_name(f->member));
+		case FENCE_FOUND_MEMBER_DIFFERS:
+			return psprintf("its %s \"%s\" is protected as (%s, %s, %s), not as (%s, %s, %s)",
+							get_rel_relispartition(f->member) ? "partition" : "child",
+							fence_rel_display_name(f->member),
+							quote_literal_cstr(f->mcolumn), quote_literal_cstr(f->mmode),
+							quote_literal_cstr(f->mform), quote_literal_cstr(f->column),
+							quote_literal_cstr(f->mode), quote_literal_cstr(f->form));
+		case FENCE_FOUND_EVENT_FUNCTION_MISSING:
+			return psprintf("function %s(), which fence's event trigger on %s calls, is missing",
+							f->evtfn, f->event);
+		case FENCE_FOUND_EVENT_MISSING:
+			return psprintf("no event trigger on %s calls %s()", f->event, f->evtfn);
+		case FENCE_FOUND_EVENT_WRONG_EVENT:
+			return psprintf("event trigger \"%s\" calls %s() on %s, not on %s",
+							f->name, f->evtfn, f->evtevent, f->event);
+		case FENCE_FOUND_EVENT_FILTERED:
+			return psprintf("event trigger \"%s\" fires only for some command tags",
+							f->name);
+		case FENCE_FOUND_EVENT_ENABLED:
+			return psprintf("event trigger \"%s\" is %s, not ENABLE ALWAYS",
+							f->name, enabled_word(f->evtenabled));
+	}
+	return pstrdup("?");
 }
 
 /*
  * What is wrong with one relation protected with this column, mode and
- * form, on its own (its tree: fence_tree_broken), or NULL if it is intact.
- * A relation that no longer exists is nobody's concern here.
+ * form, on its own (its tree: fence_tree_broken), or NULL if it is intact:
+ * the first finding, in words.
  */
 char *
 fence_rel_broken(FenceTriggerFns *fns, Oid relid, const char *column,
 				 const char *mode, const char *form)
 {
-	Relation	rel = try_relation_open(relid, AccessShareLock);
-	TriggerDesc *trigdesc;
-	bool		after = fence_form_is_after(form);
-	bool		have_guard = false;
-	bool		have_update = false;
-	bool		have_truncate = false;
-	char	   *problem = NULL;
-	int			i;
+	List	   *findings = fence_rel_findings(fns, relid, column, mode, form);
 
-	if (rel == NULL)
+	if (findings == NIL)
 		return NULL;
-	if (rel->rd_rel->relkind == RELKIND_FOREIGN_TABLE)
-		problem = pstrdup("it is a foreign table, which cannot refuse TRUNCATE");
-	else if (rel->rd_rel->relkind != RELKIND_RELATION &&
-			 rel->rd_rel->relkind != RELKIND_PARTITIONED_TABLE)
-		problem = pstrdup("it is not a table");
-	else if (rel->rd_rel->relpersistence == RELPERSISTENCE_UNLOGGED)
-		problem = pstrdup("it is unlogged: a crash would lose writes that fence accepted");
-	if (problem == NULL)
-		problem = column_broken(rel, column);
-
-	trigdesc = rel->trigdesc;
-	for (i = 0; problem == NULL && trigdesc != NULL && i < trigdesc->numtriggers; i++)
-	{
-		Trigger    *trigger = &trigdesc->triggers[i];
-		bool	   *have;
-		const char *want_name;
-		int16		want_type;
-
-		if (trigger->tgfoid == fns->guard_fn)
-		{
-			have = &have_guard;
-			want_name = FENCE_GUARD_TRIGGER;
-			want_type = after ? GUARD_TYPE_AFTER_FORM : GUARD_TYPE_BEFORE_FORM;
-		}
-		else if (OidIsValid(fns->guard_after_fn) && trigger->tgfoid == fns->guard_after_fn)
-		{
-			if (!after)
-			{
-				problem = psprintf("trigger \"%s\" calls fence_guard_after(), but the table is protected in the before form",
-								   trigger->tgname);
-				break;
-			}
-			have = &have_update;
-			want_name = FENCE_GUARD_UPDATE_TRIGGER;
-			want_type = GUARD_UPDATE_TYPE;
-		}
-		else if (trigger->tgfoid == fns->refuse_truncate_fn)
-		{
-			have = &have_truncate;
-			want_name = FENCE_TRUNCATE_TRIGGER;
-			want_type = TRUNCATE_TYPE;
-		}
-		else
-			continue;
-
-		if (*have || strcmp(trigger->tgname, want_name) != 0)
-		{
-			problem = psprintf("trigger \"%s\" calls %s() but is not the one fence_protect creates (%s)",
-							   trigger->tgname, get_func_name(trigger->tgfoid), want_name);
-			break;
-		}
-		*have = true;
-		problem = trigger_broken(fns, relid, trigger, want_type,
-								 trigger->tgfoid != fns->refuse_truncate_fn,
-								 have == &have_update, column, mode);
-	}
-	if (problem == NULL && !have_guard)
-		problem = psprintf("it has no trigger \"%s\": writes are not checked", FENCE_GUARD_TRIGGER);
-	if (problem == NULL && after && !have_update)
-		problem = psprintf("it has no trigger \"%s\": UPDATEs are not checked", FENCE_GUARD_UPDATE_TRIGGER);
-	if (problem == NULL && !have_truncate)
-		problem = psprintf("it has no trigger \"%s\": TRUNCATE empties it", FENCE_TRUNCATE_TRIGGER);
-	if (problem == NULL && after)
-	{
-		char	   *fkname = updating_foreign_key(rel);
-
-		if (fkname)
-			problem = psprintf("its foreign key \"%s\" updates its rows by itself (a cascade cannot write a token into the epoch column), which the after form cannot check",
-							   fkname);
-	}
-	relation_close(rel, AccessShareLock);
-	return problem;
+	return fence_finding_detail((FenceFinding *) linitial(findings));
 }
 
 /*
@@ -442,22 +922,9 @@ char *
 fence_member_broken(FenceTriggerFns *fns, Oid member, const char *column,
 					const char *mode, const char *form)
 {
-	char	   *mcolumn;
-	char	   *mmode;
-	char	   *mform;
-	const char *kind = get_rel_relispartition(member) ? "partition" : "child";
+	FenceFinding *f = fence_member_finding(fns, InvalidOid, member, column, mode, form);
 
-	if (!fence_registry_lookup(fns, member, &mcolumn, &mmode, &mform))
-		return psprintf("its %s \"%s\" is not registered in fence_protected",
-						kind, fence_rel_display_name(member));
-	if (strcmp(mcolumn, column) != 0 || strcmp(mmode, mode) != 0 ||
-		fence_form_is_after(mform) != fence_form_is_after(form))
-		return psprintf("its %s \"%s\" is protected as (%s, %s, %s), not as (%s, %s, %s)",
-						kind, fence_rel_display_name(member),
-						quote_literal_cstr(mcolumn), quote_literal_cstr(mmode),
-						quote_literal_cstr(mform), quote_literal_cstr(column),
-						quote_literal_cstr(mode), quote_literal_cstr(form));
-	return NULL;
+	return f ? fence_finding_detail(f) : NULL;
 }
 
 /*
@@ -489,4 +956,15 @@ fence_tree_broken(FenceTriggerFns *fns, Oid relid, const char *column,
 	}
 	list_free(members);
 	return problem;
+}
+
+/* fence's event triggers: NULL, or the first thing wrong with them. */
+char *
+fence_event_triggers_broken(Oid nspid)
+{
+	List	   *findings = fence_event_trigger_findings(nspid);
+
+	if (findings == NIL)
+		return NULL;
+	return fence_finding_detail((FenceFinding *) linitial(findings));
 }
