@@ -455,11 +455,11 @@ claims_exec_close(ClaimsExec *x, bool changed, bool locked)
  * fence_claims' CHECK constraints, parsed and planned once per catalog
  * generation.  ExecRelCheck builds them lazily from their stored text for
  * each ResultRelInfo, and every claim has a fresh one: that parse was 5% of
- * a claim's time (doc/benchmarks.md, issue 12).  What is handed to the
- * executor is exactly what ExecRelCheck would build, ExecInitExpr of the
- * planned expression, and only if the relation's constraints are still the
- * ones planned (same number, same names, in order); otherwise the executor
- * builds them itself.
+ * a claim's time (doc/benchmarks.md, claims at queue scale).  What is
+ * handed to the executor is exactly what ExecRelCheck would build,
+ * ExecInitExpr of the planned expression, and only if the relation's
+ * constraints are still the ones planned (same number, same names, in
+ * order); otherwise the executor builds them itself.
  */
 static MemoryContext claims_checks_cxt = NULL;
 static List *claims_checks = NIL;	/* planned Expr for each check[i] */

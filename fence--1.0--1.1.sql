@@ -18,7 +18,7 @@
 -- after the ALTER TABLE ... ENABLE ALWAYS TRIGGER that pg_dump writes, so
 -- every restore created the TRUNCATE triggers early and then failed on the
 -- dump's own CREATE TRIGGER.  The new event trigger reads the parse tree
--- and acts only on commands that add a partition (and, since issue 8, on
+-- and acts only on commands that add a partition (and, in 1.1, on
 -- the others below); it also refuses a foreign-table partition of a
 -- protected table.
 --
@@ -261,7 +261,7 @@ LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 REVOKE ALL ON FUNCTION fence_advance(pg_catalog.int8) FROM PUBLIC;
 
 --
--- Metrics (issue 11).  Each claim row counts what happened to it: claims
+-- Metrics.  Each claim row counts what happened to it: claims
 -- (the first one included), takeovers (claims over an unreleased claim,
 -- the stale-worker case), renewals and releases.  No single counter row
 -- sits on the claim path, where it would serialise every claim.  Rows that
@@ -281,7 +281,7 @@ AS 'MODULE_PATHNAME', 'fence_refusal_counts'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 --
--- fence_prune(older_than, batch) (issue 12): delete released claims and
+-- fence_prune(older_than, batch): delete released claims and
 -- claims whose lease expired longer ago than older_than, one batch per
 -- transaction, skipping any row a writer or a claim in flight still holds
 -- (prune.c).  The deleted rows' counters go to fence_pruned, so fence_stats

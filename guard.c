@@ -597,7 +597,7 @@ guard_check_stored(Oid fn_oid, Oid relid, const char *colname,
 						guard_rel_name(relid), stored),
 				 errdetail("Column \"%s\" holds " INT64_FORMAT "; the last token issued is " INT64_FORMAT ".",
 						   colname, stored, last_issued),
-				 errhint("After a restore, or rows copied from another database, a superuser runs SELECT fence_advance(); see doc/fence.md section 9.4.")));
+				 errhint("After a restore, or rows copied from another database, a superuser runs SELECT fence_advance(); see \"Reset and restore hazards\" in doc/fence.md.")));
 
 	ereport(ERROR,
 			(errcode(fence_refused(ERRCODE_FENCE_ROW_NEWER)),

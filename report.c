@@ -291,7 +291,7 @@ report_counter(Report *r, int64 *last_issued)
 			emit(r, "error", InvalidOid,
 				 psprintf("the counter's last token " INT64_FORMAT " is below the largest token in fence_claims, %s of job \"%s\" (claims above it: " INT64_FORMAT "): fence_claim will issue their numbers again",
 						  *last_issued, spi_text(0, 2), spi_text(0, 1), n),
-				 psprintf("Move the counter past it with setval as a superuser (doc/fence.md 9.4): SELECT setval(%s, %s);",
+				 psprintf("Move the counter past it with setval as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT setval(%s, %s);",
 						  quote_literal_cstr(seq), spi_text(0, 2)));
 	}
 	return true;
@@ -844,7 +844,7 @@ report_scan(Report *r, Member *m, int64 last_issued, bool have_last)
 					  strcmp(m->mode, "shared") == 0 ? "" :
 					  psprintf(", and in %s mode writes of that row fail with 5F002 until the counter passes it",
 							   m->mode)),
-			 psprintf("Move the counter past it with setval as a superuser (doc/fence.md 9.4): SELECT setval(%s, " INT64_FORMAT ");",
+			 psprintf("Move the counter past it with setval as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT setval(%s, " INT64_FORMAT ");",
 					  quote_literal_cstr(ext_name(r, "fence_token_seq", false)), mx));
 	}
 	if (check_enable_rls(m->relid, InvalidOid, true) == RLS_ENABLED)

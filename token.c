@@ -371,7 +371,7 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
 						token, check->listed_job),
 				 errdetail("fence_claims lists it as the claim of job \"%s\", but this database's counter never issued it: the last token issued is " INT64_FORMAT ".",
 						   check->listed_job, check->last_issued),
-				 errhint("A claim row written by hand, or replicated from another database, is not a claim here; see doc/fence.md section 9.11.")));
+				 errhint("A claim row written by hand, or replicated from another database, is not a claim here; see \"Logical replication\" in doc/fence.md.")));
 	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),

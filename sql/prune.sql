@@ -1,5 +1,5 @@
 --
--- prune: fence_prune(older_than, batch) deletes finished claims (issue 12).
+-- prune: fence_prune(older_than, batch) deletes finished claims.
 --  (a) It deletes released claims and claims whose lease expired longer
 --      ago than older_than; it keeps live claims and claims that expired
 --      more recently.  It commits after each batch: with batch 2, five

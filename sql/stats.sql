@@ -1,5 +1,5 @@
 --
--- stats: the fence_stats and fence_status views (issue 11, part 5).
+-- stats: the fence_stats and fence_status views.
 --  (a) fence_stats counts jobs, live claims, stuck claims (lease expired,
 --      never released) and released ones; and sums the claim rows'
 --      counters: claims (first claims and re-claims), takeovers (claims
