@@ -19,10 +19,12 @@
 # inside a memory context block.
 #
 # Environment: FENCE_SRC (built tree; else a copy of this one), FENCE_PORT
-# (else 54337), FENCE_WORK, FENCE_QUICK=1 (regress suite only).
+# (else 54337), FENCE_WORK, FENCE_QUICK=1 (regress suite only),
+# FENCE_VALGRIND_SUITES (default "regress isolation"; CI runs "regress",
+# the quick variant, to stay within its time: see .ci/run).
 #
 # fence-check: slow
-# fence-check-timeout: 1200
+# fence-check-timeout: 1800
 # fence-check-packages: valgrind
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -84,7 +86,8 @@ for ((i = 0; i < 240; i++)); do
 done
 fence_as_pg pg_isready -q -h "$dir/sock" -p "$port" || fence_die "the server under valgrind did not become ready"
 
-suites=(regress isolation)
+# shellcheck disable=SC2206
+suites=(${FENCE_VALGRIND_SUITES:-regress isolation})
 [ "${FENCE_QUICK:-0}" = 1 ] && suites=(regress)
 suite_status=0
 t0=$(date +%s)
