@@ -281,8 +281,8 @@ AS 'MODULE_PATHNAME', 'fence_refusal_counts'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
 --
--- fence_prune(older_than, batch): delete released claims and
--- claims whose lease expired longer ago than older_than, one batch per
+-- fence_prune(older_than, batch): delete released claims and claims
+-- whose lease expired longer ago than older_than, one batch per
 -- transaction, skipping any row a writer or a claim in flight still holds
 -- (prune.c).  The deleted rows' counters go to fence_pruned, so fence_stats
 -- still counts them.  Owner of fence_claims or superuser; each batch that
@@ -294,8 +294,11 @@ CREATE TABLE fence_pruned (
 	claims pg_catalog.int8 NOT NULL DEFAULT 0,
 	takeovers pg_catalog.int8 NOT NULL DEFAULT 0,
 	renewals pg_catalog.int8 NOT NULL DEFAULT 0,
-	releases pg_catalog.int8 NOT NULL DEFAULT 0
+	releases pg_catalog.int8 NOT NULL DEFAULT 0,
+	-- keys deleted by fence_prune_effects, so fence_stats still counts them
+	effects pg_catalog.int8 NOT NULL DEFAULT 0
 );
+-- Anyone may read it; a role that could write it could falsify the counts.
 REVOKE ALL ON fence_pruned FROM PUBLIC;
 GRANT SELECT ON fence_pruned TO PUBLIC;
 -- no row until the first prune, so a restore's data is the only row
@@ -307,7 +310,7 @@ CREATE FUNCTION fence_prune_batch(older_than pg_catalog.interval,
 								  OUT deleted pg_catalog.int8,
 								  OUT skipped pg_catalog.int8,
 								  OUT last_job pg_catalog.text)
-RETURNS record
+RETURNS pg_catalog.record
 AS 'MODULE_PATHNAME', 'fence_prune_batch'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
@@ -337,63 +340,6 @@ BEGIN
 		total_deleted, total_skipped;
 END
 $$;
-
-CREATE VIEW fence_stats AS
-SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
-	   s.claims OPERATOR(pg_catalog.+) COALESCE(p.claims, 0) AS claims,
-	   s.takeovers OPERATOR(pg_catalog.+) COALESCE(p.takeovers, 0) AS takeovers,
-	   s.renewals OPERATOR(pg_catalog.+) COALESCE(p.renewals, 0) AS renewals,
-	   s.releases OPERATOR(pg_catalog.+) COALESCE(p.releases, 0) AS releases,
-	   COALESCE(p.pruned, 0) AS pruned,
-	   r.c IS NOT NULL AS refusals_counted,
-	   r.c[1] AS refused_5f001, r.c[2] AS refused_5f002, r.c[3] AS refused_5f003,
-	   r.c[4] AS refused_5f004, r.c[5] AS refused_5f005, r.c[6] AS refused_5f006
-  FROM (SELECT pg_catalog.count(*) AS jobs,
-			   pg_catalog.count(*) FILTER (WHERE NOT c.released
-				   AND c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live_claims,
-			   pg_catalog.count(*) FILTER (WHERE NOT c.released
-				   AND c.lease_expires_at OPERATOR(pg_catalog.<=) pg_catalog.clock_timestamp()) AS stuck_claims,
-			   pg_catalog.count(*) FILTER (WHERE c.released) AS released_claims,
-			   COALESCE(pg_catalog.sum(c.n_claims), 0)::pg_catalog.int8 AS claims,
-			   COALESCE(pg_catalog.sum(c.n_takeovers), 0)::pg_catalog.int8 AS takeovers,
-			   COALESCE(pg_catalog.sum(c.n_renewals), 0)::pg_catalog.int8 AS renewals,
-			   COALESCE(pg_catalog.sum(c.n_releases), 0)::pg_catalog.int8 AS releases
-		  FROM @extschema@.fence_claims c) s
-  LEFT JOIN @extschema@.fence_pruned p ON true
- CROSS JOIN (SELECT @extschema@.fence_refusal_counts() AS c) r;
-
--- One row per claim.  An expired claim is blocked while a transaction
--- holds its token's lock (a writer that validated the token: a takeover
--- waits for it to end, and fence_claim answers NULL meanwhile); the lock is
--- the advisory lock (database, token >> 32, token & 0xffffffff, class),
--- whose class fence.h defines and fence_token_lock_class() returns.
-CREATE FUNCTION fence_token_lock_class()
-RETURNS pg_catalog.int4
-AS 'MODULE_PATHNAME', 'fence_token_lock_class'
-LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
-
-CREATE VIEW fence_status AS
-WITH token_locks AS (
-	SELECT (l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)
-			   OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8 AS token,
-		   pg_catalog.min(l.pid) AS pid
-	  FROM pg_catalog.pg_locks l
-	 WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
-	   AND l.objsubid OPERATOR(pg_catalog.=) @extschema@.fence_token_lock_class()
-	   AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
-			WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
-	 GROUP BY 1)
-SELECT c.job, c.token, c.holder, c.claimed_by, c.claimed_at, c.lease_expires_at,
-	   CASE WHEN c.released THEN 'released'
-			WHEN c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
-			WHEN l.pid IS NOT NULL THEN 'expired_blocked'
-			ELSE 'expired_claimable' END AS state,
-	   l.pid AS lock_pid,
-	   c.n_claims, c.n_takeovers, c.n_renewals, c.n_releases
-  FROM @extschema@.fence_claims c
-  LEFT JOIN token_locks l ON l.token OPERATOR(pg_catalog.=) c.token;
-
-GRANT SELECT ON fence_stats, fence_status TO PUBLIC;
 
 --
 -- ======== Effect keys: fence_once and its registry ========
@@ -430,9 +376,6 @@ CREATE FUNCTION fence_repeat_count()
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'fence_repeat_count'
 LANGUAGE C VOLATILE PARALLEL SAFE;
-
--- Keys deleted by fence_prune_effects, so fence_stats still counts them.
-ALTER TABLE fence_pruned ADD COLUMN effects pg_catalog.int8 NOT NULL DEFAULT 0;
 
 --
 -- fence_prune_effects(older_than, batch): delete the keys recorded longer
@@ -493,9 +436,9 @@ BEGIN
 END
 $$;
 
--- fence_stats gains the effect keys: those recorded now, every one ever
--- recorded (the pruned ones too), and the repeats absorbed.
-CREATE OR REPLACE VIEW fence_stats AS
+-- fence_stats counts the effect keys too: those recorded now, every one
+-- ever recorded (the pruned ones too), and the repeats absorbed.
+CREATE VIEW fence_stats AS
 SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
 	   s.claims OPERATOR(pg_catalog.+) COALESCE(p.claims, 0) AS claims,
 	   s.takeovers OPERATOR(pg_catalog.+) COALESCE(p.takeovers, 0) AS takeovers,
@@ -522,3 +465,36 @@ SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
   LEFT JOIN @extschema@.fence_pruned p ON true
  CROSS JOIN (SELECT @extschema@.fence_refusal_counts() AS c) r
  CROSS JOIN (SELECT pg_catalog.count(*) AS n FROM @extschema@.fence_effects) e;
+
+-- One row per claim.  An expired claim is blocked while a transaction
+-- holds its token's lock (a writer that validated the token: a takeover
+-- waits for it to end, and fence_claim answers NULL meanwhile); the lock is
+-- the advisory lock (database, token >> 32, token & 0xffffffff, class),
+-- whose class fence.h defines and fence_token_lock_class() returns.
+CREATE FUNCTION fence_token_lock_class()
+RETURNS pg_catalog.int4
+AS 'MODULE_PATHNAME', 'fence_token_lock_class'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE VIEW fence_status AS
+WITH token_locks AS (
+	SELECT (l.classid::pg_catalog.int8 OPERATOR(pg_catalog.<<) 32)
+			   OPERATOR(pg_catalog.|) l.objid::pg_catalog.int8 AS token,
+		   pg_catalog.min(l.pid) AS pid
+	  FROM pg_catalog.pg_locks l
+	 WHERE l.locktype OPERATOR(pg_catalog.=) 'advisory' AND l.granted
+	   AND l.objsubid OPERATOR(pg_catalog.=) @extschema@.fence_token_lock_class()
+	   AND l.database OPERATOR(pg_catalog.=) (SELECT d.oid FROM pg_catalog.pg_database d
+			WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+	 GROUP BY 1)
+SELECT c.job, c.token, c.holder, c.claimed_by, c.claimed_at, c.lease_expires_at,
+	   CASE WHEN c.released THEN 'released'
+			WHEN c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
+			WHEN l.pid IS NOT NULL THEN 'expired_blocked'
+			ELSE 'expired_claimable' END AS state,
+	   l.pid AS lock_pid,
+	   c.n_claims, c.n_takeovers, c.n_renewals, c.n_releases
+  FROM @extschema@.fence_claims c
+  LEFT JOIN token_locks l ON l.token OPERATOR(pg_catalog.=) c.token;
+
+GRANT SELECT ON fence_stats, fence_status TO PUBLIC;
