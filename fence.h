@@ -338,6 +338,7 @@ extern List *fence_event_trigger_findings(Oid nspid);
 extern char *fence_finding_detail(FenceFinding *f);
 extern bool fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid,
 										  const char *tgname);
+extern Oid	fence_object_extension(Oid classid, Oid objid, char deptype);
 extern char *fence_rel_broken(FenceTriggerFns *fns, Oid relid,
 							  const char *column, const char *mode,
 							  const char *form);

@@ -239,11 +239,12 @@ fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgnam
 }
 
 /*
- * The extension a trigger depends on (ALTER TRIGGER ... DEPENDS ON
- * EXTENSION, or created by an extension's script), or InvalidOid.
+ * The extension an object (classid, objid) depends on, or InvalidOid: with
+ * deptype '\0' by any dependency (a trigger's ALTER TRIGGER ... DEPENDS ON
+ * EXTENSION, or membership), else only by that kind.
  */
-static Oid
-trigger_extension(Oid trigoid)
+Oid
+fence_object_extension(Oid classid, Oid objid, char deptype)
 {
 	Relation	depRel = table_open(DependRelationId, AccessShareLock);
 	ScanKeyData key[2];
@@ -252,15 +253,16 @@ trigger_extension(Oid trigoid)
 	Oid			extoid = InvalidOid;
 
 	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(TriggerRelationId));
+				F_OIDEQ, ObjectIdGetDatum(classid));
 	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(trigoid));
+				F_OIDEQ, ObjectIdGetDatum(objid));
 	scan = systable_beginscan(depRel, DependDependerIndexId, true, NULL, 2, key);
 	while (HeapTupleIsValid(tup = systable_getnext(scan)))
 	{
 		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
 
-		if (dep->refclassid == ExtensionRelationId)
+		if (dep->refclassid == ExtensionRelationId &&
+			(deptype == '\0' || dep->deptype == deptype))
 		{
 			extoid = dep->refobjid;
 			break;
@@ -571,7 +573,7 @@ fence_rel_findings(FenceTriggerFns *fns, Oid relid, const char *column,
 			f->trigger = t;
 			f->want = want;
 		}
-		extoid = trigger_extension(t->oid);
+		extoid = fence_object_extension(TriggerRelationId, t->oid, '\0');
 		if (OidIsValid(extoid))
 		{
 			char	   *extname = get_extension_name(extoid);

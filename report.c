@@ -164,34 +164,6 @@ event_consequence(const char *fn)
 	return "column type changes that rewrite a protected table are not refused";
 }
 
-/* Is the event trigger a member of an extension? */
-static bool
-event_trigger_in_extension(Oid evtoid)
-{
-	Relation	depRel = table_open(DependRelationId, AccessShareLock);
-	ScanKeyData key[2];
-	SysScanDesc scan;
-	HeapTuple	tup;
-	bool		found = false;
-
-	ScanKeyInit(&key[0], Anum_pg_depend_classid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(EventTriggerRelationId));
-	ScanKeyInit(&key[1], Anum_pg_depend_objid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(evtoid));
-	scan = systable_beginscan(depRel, DependDependerIndexId, true, NULL, 2, key);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-	{
-		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
-
-		if (dep->refclassid == ExtensionRelationId &&
-			dep->deptype == DEPENDENCY_EXTENSION)
-			found = true;
-	}
-	systable_endscan(scan);
-	table_close(depRel, AccessShareLock);
-	return found;
-}
-
 static void
 report_event_triggers(Report *r)
 {
@@ -228,7 +200,8 @@ report_event_triggers(Report *r)
 					 psprintf("event trigger \"%s\" fires only for some command tags: for the others, %s",
 							  evtname, cons),
 					 psprintf("As a superuser, run %sDROP EVENT TRIGGER %s; CREATE EVENT TRIGGER %s ON %s EXECUTE FUNCTION %s(); ALTER EVENT TRIGGER %s ENABLE ALWAYS; ALTER EXTENSION fence ADD EVENT TRIGGER %s;",
-							  event_trigger_in_extension(f->evtoid) ?
+							  OidIsValid(fence_object_extension(EventTriggerRelationId, f->evtoid,
+														 DEPENDENCY_EXTENSION)) ?
 							  psprintf("ALTER EXTENSION fence DROP EVENT TRIGGER %s; ",
 									   quote_identifier(evtname)) : "",
 							  quote_identifier(evtname), quote_identifier(evtname), f->event,
