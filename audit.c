@@ -26,7 +26,7 @@
  * already gone), a detail and a reason (either may be NULL).
  */
 void
-fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,
+fence_audit(FenceCatalog *cat, const char *action, Oid relid,
 			const char *relname, const char *detail, const char *reason)
 {
 	const char *args[5];
@@ -41,10 +41,10 @@ fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,
 
 	sql = psprintf("INSERT INTO %s (role, action, relation, detail, reason)"
 				   " VALUES ($1::pg_catalog.name, $2, $3, $4, $5)",
-				   quote_qualified_identifier(fns->nspname, "fence_audit_log"));
+				   quote_qualified_identifier(cat->nspname, "fence_audit_log"));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	fence_spi_as_owner(fns, "fence_audit_log", sql, 5, args);
+	fence_spi_as_owner(cat, "fence_audit_log", sql, 5, args);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 }

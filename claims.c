@@ -207,22 +207,6 @@ claims_new_plan(FenceCatalog *cat)
 }
 
 /*
- * Run the registry's writes as the owner of fence_claims, which callers
- * cannot write, in the way ri_triggers.c runs its queries as a table's
- * owner.  That keeps the functions SECURITY INVOKER: no GUC save and
- * restore on every claim, and nothing in them depends on the caller's
- * search_path.  A DBA's triggers on fence_claims run as that owner too.
- */
-static void
-claims_become_owner(FenceCatalog *cat, Oid *save_userid, int *save_sec_context)
-{
-	GetUserIdAndSecContext(save_userid, save_sec_context);
-	SetUserIdAndSecContext(cat->claims_owner,
-						   *save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_NOFORCE_RLS);
-}
-
-/*
  * The job's first claim: INSERT ... ON CONFLICT DO NOTHING, with the
  * latest snapshot and no crosscheck snapshot.  Returns whether it inserted.
  * fire_triggers: a DBA's AFTER trigger on fence_claims fires at the end of
@@ -235,8 +219,7 @@ claims_insert(FenceCatalog *cat, const ClaimsParams *p)
 {
 	Datum		values[N_CLAIM_NEW_PARAMS];
 	char		nulls[N_CLAIM_NEW_PARAMS] = {' ', ' ', ' ', ' ', ' ', ' '};
-	Oid			save_userid;
-	int			save_sec_context;
+	FenceSavedUser saved;
 	int			ret;
 	bool		inserted;
 
@@ -250,11 +233,11 @@ claims_insert(FenceCatalog *cat, const ClaimsParams *p)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	claims_become_owner(cat, &save_userid, &save_sec_context);
+	fence_become_owner(cat->claims_owner, &saved);
 	ret = SPI_execute_snapshot(claims_new_plan(cat), values, nulls,
 							   GetLatestSnapshot(), InvalidSnapshot,
 							   false, true, 0);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	fence_restore_user(&saved);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed > 1)
 		elog(ERROR, "fence's first-claim statement returned %s, " UINT64_FORMAT " rows",
 			 SPI_result_code_string(ret), SPI_processed);
@@ -416,8 +399,7 @@ claims_count(TupleTableSlot *slot, Bitmapset **updated, AttrNumber attnum)
 typedef struct ClaimsExec
 {
 	Relation	rel;			/* fence_claims, open as its owner */
-	Oid			save_userid;	/* the caller, restored by claims_exec_close */
-	int			save_sec_context;
+	FenceSavedUser saved;		/* the caller, restored by claims_exec_close */
 	EState	   *estate;
 	ResultRelInfo *rri;
 	EPQState	epqstate;
@@ -428,7 +410,7 @@ static void
 claims_exec_open(FenceCatalog *cat, ClaimsExec *x)
 {
 	memset(x, 0, sizeof(*x));
-	claims_become_owner(cat, &x->save_userid, &x->save_sec_context);
+	fence_become_owner(cat->claims_owner, &x->saved);
 	x->rel = fence_open_claims(cat, RowExclusiveLock);
 	x->estate = CreateExecutorState();
 }
@@ -446,7 +428,7 @@ claims_exec_close(ClaimsExec *x, bool changed, bool locked)
 	ExecResetTupleTable(x->estate->es_tupleTable, false);
 	FreeExecutorState(x->estate);
 	table_close(x->rel, locked ? NoLock : RowExclusiveLock);
-	SetUserIdAndSecContext(x->save_userid, x->save_sec_context);
+	fence_restore_user(&x->saved);
 	if (changed)
 		CommandCounterIncrement();
 }

@@ -124,7 +124,7 @@ rangevar_relid(RangeVar *rv)
  * it lets a table's DDL through)?
  */
 static bool
-ddl_declared(FenceTriggerFns *fns, Oid relid, const char *command)
+ddl_declared(FenceCatalog *cat, Oid relid, const char *command)
 {
 	if (fence_xact_ddl_allowed(relid))
 		return true;
@@ -132,7 +132,7 @@ ddl_declared(FenceTriggerFns *fns, Oid relid, const char *command)
 	{
 		if (!fence_xact_setting_recorded(relid))
 		{
-			fence_audit(fns, "allow_ddl_setting", relid, NULL, command,
+			fence_audit(cat, "allow_ddl_setting", relid, NULL, command,
 						"fence.allow_ddl = on");
 			fence_xact_note_setting_recorded(relid);
 		}
@@ -146,14 +146,14 @@ ddl_declared(FenceTriggerFns *fns, Oid relid, const char *command)
  * primary message (NULL: "cannot run <command> on protected table").
  */
 static void
-refuse_with(FenceTriggerFns *fns, Oid relid, const char *command,
+refuse_with(FenceCatalog *cat, Oid relid, const char *command,
 			const char *message, const char *why)
 {
 	bool		protected;
 
-	if (ddl_declared(fns, relid, command))
+	if (ddl_declared(cat, relid, command))
 		return;
-	protected = fence_registry_lookup(fns, relid, NULL, NULL, NULL);
+	protected = fence_registry_lookup(cat, relid, NULL, NULL, NULL);
 	ereport(ERROR,
 			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 			 message ? errmsg_internal("%s", message) :
@@ -168,9 +168,9 @@ refuse_with(FenceTriggerFns *fns, Oid relid, const char *command,
 
 /* Refuse a command on a protected relation, unless it was declared. */
 static void
-refuse(FenceTriggerFns *fns, Oid relid, const char *command, const char *why)
+refuse(FenceCatalog *cat, Oid relid, const char *command, const char *why)
 {
-	refuse_with(fns, relid, command, NULL, why);
+	refuse_with(cat, relid, command, NULL, why);
 }
 
 /*
@@ -179,7 +179,7 @@ refuse(FenceTriggerFns *fns, Oid relid, const char *command, const char *why)
  * drop.)
  */
 static bool
-is_fence_trigger(FenceTriggerFns *fns, Oid relid, const char *tgname)
+is_fence_trigger(FenceCatalog *cat, Oid relid, const char *tgname)
 {
 	Relation	rel;
 	TriggerDesc *trigdesc;
@@ -196,14 +196,14 @@ is_fence_trigger(FenceTriggerFns *fns, Oid relid, const char *tgname)
 
 		if (strcmp(trigger->tgname, tgname) == 0)
 		{
-			found = (trigger->tgfoid == fns->guard_fn ||
-					 trigger->tgfoid == fns->refuse_truncate_fn ||
-					 trigger->tgfoid == fns->guard_after_fn);
+			found = (trigger->tgfoid == cat->guard_fn ||
+					 trigger->tgfoid == cat->refuse_truncate_fn ||
+					 trigger->tgfoid == cat->guard_after_fn);
 			break;
 		}
 	}
 	relation_close(rel, AccessShareLock);
-	return found && fence_registry_lookup(fns, relid, NULL, NULL, NULL);
+	return found && fence_registry_lookup(cat, relid, NULL, NULL, NULL);
 }
 
 /* Is the expression a constant 0 or NULL (a harmless epoch default)? */
@@ -239,14 +239,14 @@ is_bigint_type(ColumnDef *def)
 
 /* Is the relation one of fence's own (registry, counter, logs)? */
 static bool
-is_fence_relation(FenceTriggerFns *fns, Oid relid)
+is_fence_relation(FenceCatalog *cat, Oid relid)
 {
 	static const char *const names[] = {"fence_token_seq", "fence_claims",
 	"fence_protected", "fence_audit_log"};
 	size_t		i;
 
 	for (i = 0; i < lengthof(names); i++)
-		if (OidIsValid(relid) && relid == get_relname_relid(names[i], fns->nspid))
+		if (OidIsValid(relid) && relid == get_relname_relid(names[i], cat->nspid))
 			return true;
 	return false;
 }
@@ -282,21 +282,17 @@ rel_is_empty(Oid relid)
 {
 	bool		empty;
 	SPIPlanPtr	plan;
-	Oid			save_userid;
-	int			save_sec_context;
+	FenceSavedUser saved;
 	int			ret;
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(fence_rel_owner(relid),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_NOFORCE_RLS);
+	fence_become_owner(fence_rel_owner(relid), &saved);
 	plan = SPI_prepare(psprintf("SELECT FROM %s LIMIT 1", fence_rel_query_name(relid)),
 					   0, NULL);
 	ret = plan ? SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
 									  InvalidSnapshot, true, false, 1) : SPI_ERROR_ARGUMENT;
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	fence_restore_user(&saved);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "could not read relation %u", relid);
 	empty = (SPI_processed == 0);
@@ -316,7 +312,7 @@ rel_is_empty(Oid relid)
  * catalog: an unlogged table.
  */
 static void
-check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *command,
+check_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *command,
 			   bool attach)
 {
 	/* A foreign table is refused at the end of the command (42809). */
@@ -325,7 +321,7 @@ check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *command,
 	if (!fence_may_manage(child) || !fence_may_manage(parent))
 		return;
 	if (get_rel_persistence(child) == RELPERSISTENCE_UNLOGGED)
-		refuse(fns, parent, command,
+		refuse(cat, parent, command,
 			   psprintf("Table \"%s\" is unlogged: a crash would lose writes that fence accepted.",
 						fence_rel_display_name(child)));
 
@@ -335,8 +331,8 @@ check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *command,
 	 * same command; if the end of the command refuses the table, the drop
 	 * rolls back with it).
 	 */
-	if (attach && fence_registry_lookup(fns, child, NULL, NULL, NULL))
-		fence_drop_guards(fns, child);
+	if (attach && fence_registry_lookup(cat, child, NULL, NULL, NULL))
+		fence_drop_guards(cat, child);
 }
 
 /*
@@ -347,7 +343,7 @@ check_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *command,
  * off: a policy that hides rows must not make a table look empty.
  */
 static void
-end_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
+end_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *column,
 			 const char *mode, const char *form, const char *command)
 {
 	char	   *ccolumn;
@@ -357,13 +353,13 @@ end_incoming(FenceTriggerFns *fns, Oid parent, Oid child, const char *column,
 	/* A foreign table is refused as a member (fence_protect_tree, 42809). */
 	if (get_rel_relkind(child) == RELKIND_FOREIGN_TABLE)
 		return;
-	if (fence_registry_lookup(fns, child, &ccolumn, &cmode, &cform) &&
+	if (fence_registry_lookup(cat, child, &ccolumn, &cmode, &cform) &&
 		strcmp(ccolumn, column) == 0 && strcmp(cmode, mode) == 0 &&
 		fence_form_is_after(cform) == fence_form_is_after(form))
 		return;
 	if (rel_is_empty(child))
 		return;
-	refuse(fns, parent, command,
+	refuse(cat, parent, command,
 		   psprintf("Table \"%s\" has rows that no fencing token checked; only an empty table, or one protected with the same epoch column, mode and form, may join a protected table.",
 					fence_rel_display_name(child)));
 }
@@ -394,7 +390,7 @@ alter_cmd_checked(AlterTableType subtype)
 }
 
 static void
-check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
+check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 {
 	Oid			relid = rangevar_relid(stmt->relation);
 	char	   *column = NULL;
@@ -405,7 +401,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 
 	if (!OidIsValid(relid))
 		return;
-	if (relid == get_relname_relid("fence_token_seq", fns->nspid))
+	if (relid == get_relname_relid("fence_token_seq", cat->nspid))
 		refuse_counter_change();
 
 	/* Most ALTER TABLEs change nothing fence looks at: no lookup for them. */
@@ -414,7 +410,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			break;
 	if (lc == NULL)
 		return;
-	protected = fence_registry_lookup(fns, relid, &column, &mode, &form);
+	protected = fence_registry_lookup(cat, relid, &column, &mode, &form);
 
 	foreach(lc, stmt->cmds)
 	{
@@ -428,8 +424,8 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			char	   *pform;
 
 			if (OidIsValid(parent) &&
-				fence_registry_lookup(fns, parent, &pcolumn, &pmode, &pform))
-				check_incoming(fns, parent, relid, "INHERIT", false);
+				fence_registry_lookup(cat, parent, &pcolumn, &pmode, &pform))
+				check_incoming(cat, parent, relid, "INHERIT", false);
 			continue;
 		}
 		if (!protected)
@@ -438,57 +434,57 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 		switch (cmd->subtype)
 		{
 			case AT_DisableTrig:
-				if (is_fence_trigger(fns, relid, cmd->name))
-					refuse(fns, relid, "DISABLE TRIGGER",
+				if (is_fence_trigger(cat, relid, cmd->name))
+					refuse(cat, relid, "DISABLE TRIGGER",
 						   "Writes would then go through without a fencing token.");
 				break;
 			case AT_DisableTrigAll:
-				refuse(fns, relid, "DISABLE TRIGGER ALL",
+				refuse(cat, relid, "DISABLE TRIGGER ALL",
 					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
 				break;
 			case AT_DisableTrigUser:
-				refuse(fns, relid, "DISABLE TRIGGER USER",
+				refuse(cat, relid, "DISABLE TRIGGER USER",
 					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
 				break;
 			case AT_EnableTrig:
 			case AT_EnableReplicaTrig:
-				if (is_fence_trigger(fns, relid, cmd->name))
-					refuse(fns, relid,
+				if (is_fence_trigger(cat, relid, cmd->name))
+					refuse(cat, relid,
 						   cmd->subtype == AT_EnableTrig ? "ENABLE TRIGGER" : "ENABLE REPLICA TRIGGER",
 						   "fence's triggers are ENABLE ALWAYS; otherwise they do not fire for some values of session_replication_role.");
 				break;
 			case AT_AlterColumnType:
 				if (((ColumnDef *) cmd->def)->raw_default != NULL)
-					refuse(fns, relid, "ALTER COLUMN ... TYPE ... USING",
+					refuse(cat, relid, "ALTER COLUMN ... TYPE ... USING",
 						   "It rewrites stored values without a fencing token.");
 				else if (strcmp(cmd->name, column) == 0 &&
 						 !is_bigint_type((ColumnDef *) cmd->def))
-					refuse(fns, relid, "ALTER COLUMN ... TYPE on the epoch column",
+					refuse(cat, relid, "ALTER COLUMN ... TYPE on the epoch column",
 						   "The epoch column must stay bigint.");
 				break;
 			case AT_AddIdentity:
 			case AT_SetIdentity:
 				if (strcmp(cmd->name, column) == 0)
-					refuse(fns, relid, "ADD/SET GENERATED ... AS IDENTITY on the epoch column",
+					refuse(cat, relid, "ADD/SET GENERATED ... AS IDENTITY on the epoch column",
 						   "It would stamp rows with an epoch no token vouched for.");
 				break;
 			case AT_SetUnLogged:
-				refuse(fns, relid, "SET UNLOGGED",
+				refuse(cat, relid, "SET UNLOGGED",
 					   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
 				break;
 			case AT_DropColumn:
 				if (strcmp(cmd->name, column) == 0)
-					refuse(fns, relid, "DROP COLUMN on the epoch column",
+					refuse(cat, relid, "DROP COLUMN on the epoch column",
 						   "Every row would forget which execution wrote it last.");
 				break;
 			case AT_ColumnDefault:
 				if (strcmp(cmd->name, column) == 0 && cmd->def != NULL &&
 					!is_zero_or_null(cmd->def))
-					refuse(fns, relid, "SET DEFAULT on the epoch column",
+					refuse(cat, relid, "SET DEFAULT on the epoch column",
 						   "A default other than 0 or NULL would stamp rows with an epoch no token vouched for.");
 				break;
 			case AT_AttachPartition:
-				check_incoming(fns, relid,
+				check_incoming(cat, relid,
 							   rangevar_relid(((PartitionCmd *) cmd->def)->name),
 							   "ATTACH PARTITION", true);
 				break;
@@ -499,7 +495,7 @@ check_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 }
 
 static void
-check_rename(FenceTriggerFns *fns, RenameStmt *stmt)
+check_rename(FenceCatalog *cat, RenameStmt *stmt)
 {
 	Oid			relid;
 	char	   *column;
@@ -507,23 +503,23 @@ check_rename(FenceTriggerFns *fns, RenameStmt *stmt)
 	if ((stmt->renameType == OBJECT_TABLE || stmt->renameType == OBJECT_SEQUENCE ||
 		 stmt->renameType == OBJECT_COLUMN || stmt->renameType == OBJECT_INDEX) &&
 		stmt->relation != NULL &&
-		is_fence_relation(fns, rangevar_relid(stmt->relation)))
+		is_fence_relation(cat, rangevar_relid(stmt->relation)))
 		refuse_fence_relation(rangevar_relid(stmt->relation));
 
 	switch (stmt->renameType)
 	{
 		case OBJECT_TRIGGER:
 			relid = rangevar_relid(stmt->relation);
-			if (is_fence_trigger(fns, relid, stmt->subname))
-				refuse(fns, relid, "ALTER TRIGGER ... RENAME",
+			if (is_fence_trigger(cat, relid, stmt->subname))
+				refuse(cat, relid, "ALTER TRIGGER ... RENAME",
 					   "fence's triggers keep their names, so that they fire last.");
 			break;
 		case OBJECT_COLUMN:
 			relid = rangevar_relid(stmt->relation);
 			if (OidIsValid(relid) &&
-				fence_registry_lookup(fns, relid, &column, NULL, NULL) &&
+				fence_registry_lookup(cat, relid, &column, NULL, NULL) &&
 				strcmp(stmt->subname, column) == 0)
-				refuse(fns, relid, "RENAME COLUMN on the epoch column",
+				refuse(cat, relid, "RENAME COLUMN on the epoch column",
 					   "The guard finds the epoch column by its name.");
 			break;
 		default:
@@ -548,8 +544,7 @@ guard_args_ok(List *args, Oid relid)
 	{
 		const char *mode = strVal(lsecond(args));
 
-		if (strcmp(mode, "strict") != 0 && strcmp(mode, "repeat") != 0 &&
-			strcmp(mode, "shared") != 0)
+		if (!fence_mode_lookup(mode, NULL))
 			return false;
 	}
 	return true;
@@ -561,19 +556,19 @@ guard_args_ok(List *args, Oid relid)
  * (fence_after_when_is_canonical): here it need only have one.
  */
 static bool
-trigger_is_canonical(FenceTriggerFns *fns, CreateTrigStmt *stmt, Oid fnoid,
+trigger_is_canonical(FenceCatalog *cat, CreateTrigStmt *stmt, Oid fnoid,
 					 Oid relid)
 {
 	if (stmt->columns != NIL || stmt->isconstraint || stmt->transitionRels != NIL)
 		return false;
-	if (OidIsValid(fns->guard_after_fn) && fnoid == fns->guard_after_fn)
+	if (OidIsValid(cat->guard_after_fn) && fnoid == cat->guard_after_fn)
 		return strcmp(stmt->trigname, FENCE_GUARD_UPDATE_TRIGGER) == 0 &&
 			stmt->row && stmt->timing == TRIGGER_TYPE_AFTER &&
 			stmt->events == TRIGGER_TYPE_UPDATE && stmt->whenClause != NULL &&
 			guard_args_ok(stmt->args, relid);
 	if (stmt->whenClause != NULL || stmt->timing != TRIGGER_TYPE_BEFORE)
 		return false;
-	if (fnoid == fns->refuse_truncate_fn)
+	if (fnoid == cat->refuse_truncate_fn)
 		return strcmp(stmt->trigname, FENCE_TRUNCATE_TRIGGER) == 0 &&
 			!stmt->row && stmt->events == TRIGGER_TYPE_TRUNCATE &&
 			stmt->args == NIL;
@@ -581,13 +576,13 @@ trigger_is_canonical(FenceTriggerFns *fns, CreateTrigStmt *stmt, Oid fnoid,
 	/* the guard: of the before form, or of the after form (no UPDATE) */
 	return strcmp(stmt->trigname, FENCE_GUARD_TRIGGER) == 0 && stmt->row &&
 		(stmt->events == (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_UPDATE | TRIGGER_TYPE_DELETE) ||
-		 (OidIsValid(fns->guard_after_fn) &&
+		 (OidIsValid(cat->guard_after_fn) &&
 		  stmt->events == (TRIGGER_TYPE_INSERT | TRIGGER_TYPE_DELETE))) &&
 		guard_args_ok(stmt->args, relid);
 }
 
 static void
-check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
+check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 {
 	Oid			relid = rangevar_relid(stmt->relation);
 	Oid			fnoid;
@@ -596,14 +591,14 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	if (!OidIsValid(relid))
 		return;
 	fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
-	fence_fn = (fnoid == fns->guard_fn || fnoid == fns->refuse_truncate_fn ||
-				(OidIsValid(fns->guard_after_fn) && fnoid == fns->guard_after_fn));
+	fence_fn = (fnoid == cat->guard_fn || fnoid == cat->refuse_truncate_fn ||
+				(OidIsValid(cat->guard_after_fn) && fnoid == cat->guard_after_fn));
 
-	if (stmt->replace && is_fence_trigger(fns, relid, stmt->trigname))
-		refuse(fns, relid, "CREATE OR REPLACE TRIGGER",
+	if (stmt->replace && is_fence_trigger(cat, relid, stmt->trigname))
+		refuse(cat, relid, "CREATE OR REPLACE TRIGGER",
 			   "It would replace one of fence's triggers.");
-	if (fence_fn && !trigger_is_canonical(fns, stmt, fnoid, relid))
-		refuse_with(fns, relid, "CREATE TRIGGER",
+	if (fence_fn && !trigger_is_canonical(cat, stmt, fnoid, relid))
+		refuse_with(cat, relid, "CREATE TRIGGER",
 					psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
 							 stmt->trigname, get_func_name(fnoid),
 							 fence_rel_display_name(relid)),
@@ -611,9 +606,9 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 			   "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
 			   "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
 			   "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
-	if ((fence_fn || fence_registry_lookup(fns, relid, NULL, NULL, NULL)) &&
+	if ((fence_fn || fence_registry_lookup(cat, relid, NULL, NULL, NULL)) &&
 		!fence_may_manage(relid))
-		refuse(fns, relid, "CREATE TRIGGER",
+		refuse(cat, relid, "CREATE TRIGGER",
 			   "Only the table's owner or a superuser may create triggers on a protected table: "
 			   "a BEFORE trigger runs before the guard's check and can change the row.");
 
@@ -626,7 +621,7 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	 * clone and cannot be replaced; PostgreSQL refuses that itself.)
 	 */
 	if (fence_fn && !stmt->replace &&
-		!(fnoid != fns->refuse_truncate_fn && get_rel_relispartition(relid)))
+		!(fnoid != cat->refuse_truncate_fn && get_rel_relispartition(relid)))
 	{
 		char	   *tgname;
 
@@ -658,7 +653,7 @@ check_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 }
 
 static void
-check_drop(FenceTriggerFns *fns, DropStmt *stmt)
+check_drop(FenceCatalog *cat, DropStmt *stmt)
 {
 	ListCell   *lc;
 
@@ -674,8 +669,8 @@ check_drop(FenceTriggerFns *fns, DropStmt *stmt)
 				continue;
 			relnames = list_truncate(list_copy(names), list_length(names) - 1);
 			relid = rangevar_relid(makeRangeVarFromNameList(relnames));
-			if (is_fence_trigger(fns, relid, strVal(llast(names))))
-				refuse(fns, relid, "DROP TRIGGER",
+			if (is_fence_trigger(cat, relid, strVal(llast(names))))
+				refuse(cat, relid, "DROP TRIGGER",
 					   "Writes would then go through without a fencing token.");
 		}
 	}
@@ -683,8 +678,8 @@ check_drop(FenceTriggerFns *fns, DropStmt *stmt)
 	{
 		foreach(lc, stmt->objects)
 		{
-			if (get_namespace_oid(strVal(lfirst(lc)), true) == fns->nspid &&
-				stmt->behavior == DROP_CASCADE && fence_registry_any(fns))
+			if (get_namespace_oid(strVal(lfirst(lc)), true) == cat->nspid &&
+				stmt->behavior == DROP_CASCADE && fence_registry_any(cat))
 				ereport(ERROR,
 						(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 						 errmsg("cannot drop schema \"%s\", which holds extension fence, while tables are protected",
@@ -698,7 +693,7 @@ check_drop(FenceTriggerFns *fns, DropStmt *stmt)
 		foreach(lc, stmt->objects)
 		{
 			if (strcmp(strVal(lfirst(lc)), "fence") == 0 &&
-				fence_registry_any(fns))
+				fence_registry_any(cat))
 				ereport(ERROR,
 						(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 						 errmsg("cannot drop extension fence while tables are protected"),
@@ -709,7 +704,7 @@ check_drop(FenceTriggerFns *fns, DropStmt *stmt)
 }
 
 static void
-check_create_table(FenceTriggerFns *fns, CreateStmt *stmt)
+check_create_table(FenceCatalog *cat, CreateStmt *stmt)
 {
 	ListCell   *lc;
 
@@ -719,8 +714,8 @@ check_create_table(FenceTriggerFns *fns, CreateStmt *stmt)
 	{
 		Oid			parent = rangevar_relid((RangeVar *) lfirst(lc));
 
-		if (OidIsValid(parent) && fence_registry_lookup(fns, parent, NULL, NULL, NULL))
-			refuse(fns, parent,
+		if (OidIsValid(parent) && fence_registry_lookup(cat, parent, NULL, NULL, NULL))
+			refuse(cat, parent,
 				   stmt->partbound ? "CREATE UNLOGGED TABLE ... PARTITION OF" :
 				   "CREATE UNLOGGED TABLE ... INHERITS",
 				   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
@@ -734,7 +729,7 @@ Datum
 fence_ddl_command_start(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
-	FenceTriggerFns fns;
+	FenceCatalog *cat;
 	Node	   *parsetree;
 	ListCell   *lc;
 
@@ -758,42 +753,42 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 		default:
 			PG_RETURN_VOID();
 	}
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 
 	switch (nodeTag(parsetree))
 	{
 		case T_AlterTableStmt:
-			check_alter_table(&fns, (AlterTableStmt *) parsetree);
+			check_alter_table(cat, (AlterTableStmt *) parsetree);
 			break;
 		case T_RenameStmt:
-			check_rename(&fns, (RenameStmt *) parsetree);
+			check_rename(cat, (RenameStmt *) parsetree);
 			break;
 		case T_CreateTrigStmt:
-			check_create_trigger(&fns, (CreateTrigStmt *) parsetree);
+			check_create_trigger(cat, (CreateTrigStmt *) parsetree);
 			break;
 		case T_DropStmt:
-			check_drop(&fns, (DropStmt *) parsetree);
+			check_drop(cat, (DropStmt *) parsetree);
 			break;
 		case T_RuleStmt:
 			{
 				Oid			relid = rangevar_relid(((RuleStmt *) parsetree)->relation);
 
-				if (OidIsValid(relid) && fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
-					refuse(&fns, relid, "CREATE RULE",
+				if (OidIsValid(relid) && fence_registry_lookup(cat, relid, NULL, NULL, NULL))
+					refuse(cat, relid, "CREATE RULE",
 						   "A rule can rewrite a write into one the guard never sees, and the writer is told it succeeded.");
 			}
 			break;
 		case T_CreateStmt:
-			check_create_table(&fns, (CreateStmt *) parsetree);
+			check_create_table(cat, (CreateStmt *) parsetree);
 			break;
 		case T_CreateSchemaStmt:
 			foreach(lc, ((CreateSchemaStmt *) parsetree)->schemaElts)
 				if (IsA(lfirst(lc), CreateStmt))
-					check_create_table(&fns, (CreateStmt *) lfirst(lc));
+					check_create_table(cat, (CreateStmt *) lfirst(lc));
 			break;
 		case T_AlterSeqStmt:
 			if (rangevar_relid(((AlterSeqStmt *) parsetree)->sequence) ==
-				get_relname_relid("fence_token_seq", fns.nspid))
+				get_relname_relid("fence_token_seq", cat->nspid))
 				refuse_counter_change();
 			break;
 		case T_AlterObjectSchemaStmt:
@@ -801,7 +796,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 				AlterObjectSchemaStmt *stmt = (AlterObjectSchemaStmt *) parsetree;
 
 				if (stmt->relation != NULL &&
-					is_fence_relation(&fns, rangevar_relid(stmt->relation)))
+					is_fence_relation(cat, rangevar_relid(stmt->relation)))
 					refuse_fence_relation(rangevar_relid(stmt->relation));
 			}
 			break;
@@ -922,7 +917,7 @@ rel_parents(Oid relid)
 
 /* A relation created as a child of a protected one is protected the same way. */
 static void
-protect_new_children(FenceTriggerFns *fns)
+protect_new_children(FenceCatalog *cat)
 {
 	List	   *relids = command_relids(false);
 	ListCell   *lc;
@@ -942,9 +937,9 @@ protect_new_children(FenceTriggerFns *fns)
 			char	   *mode;
 			char	   *form;
 
-			if (fence_registry_lookup(fns, lfirst_oid(plc), &column, &mode, &form))
+			if (fence_registry_lookup(cat, lfirst_oid(plc), &column, &mode, &form))
 			{
-				fence_protect_tree(fns, relid, column, mode, form);
+				fence_protect_tree(cat, relid, column, mode, form);
 				break;
 			}
 		}
@@ -953,16 +948,16 @@ protect_new_children(FenceTriggerFns *fns)
 
 /* A table joined or left a protected tree: protect its tree, and record it. */
 static void
-protect_and_record(FenceTriggerFns *fns, Oid relid, const char *column,
+protect_and_record(FenceCatalog *cat, Oid relid, const char *column,
 				   const char *mode, const char *form, const char *action,
 				   const char *detail)
 {
-	fence_protect_tree(fns, relid, column, mode, form);
-	fence_audit(fns, action, relid, NULL, detail, NULL);
+	fence_protect_tree(cat, relid, column, mode, form);
+	fence_audit(cat, action, relid, NULL, detail, NULL);
 }
 
 static void
-end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
+end_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 {
 	Oid			relid = rangevar_relid(stmt->relation);
 	char	   *column = NULL;
@@ -985,7 +980,7 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 	}
 	if (lc == NULL)
 		return;
-	protected = fence_registry_lookup(fns, relid, &column, &mode, &form);
+	protected = fence_registry_lookup(cat, relid, &column, &mode, &form);
 
 	foreach(lc, stmt->cmds)
 	{
@@ -998,8 +993,8 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 				child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
 				if (protected && OidIsValid(child))
 				{
-					end_incoming(fns, relid, child, column, mode, form, "ATTACH PARTITION");
-					protect_and_record(fns, child, column, mode, form, "attach",
+					end_incoming(cat, relid, child, column, mode, form, "ATTACH PARTITION");
+					protect_and_record(cat, child, column, mode, form, "attach",
 									   psprintf("ATTACH PARTITION to %s",
 												fence_rel_query_name(relid)));
 				}
@@ -1014,8 +1009,8 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 					child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
 					/* DETACH dropped the cloned guard: the data keeps its protection. */
 					if (OidIsValid(child) &&
-						fence_registry_lookup(fns, child, &ccolumn, &cmode, &cform))
-						protect_and_record(fns, child, ccolumn, cmode, cform, "detach",
+						fence_registry_lookup(cat, child, &ccolumn, &cmode, &cform))
+						protect_and_record(cat, child, ccolumn, cmode, cform, "detach",
 										   psprintf("DETACH PARTITION from %s",
 													fence_rel_query_name(relid)));
 				}
@@ -1028,12 +1023,12 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 					char	   *pform;
 
 					if (OidIsValid(parent) &&
-						fence_registry_lookup(fns, parent, &pcolumn, &pmode, &pform))
+						fence_registry_lookup(cat, parent, &pcolumn, &pmode, &pform))
 					{
-						end_incoming(fns, parent, relid, pcolumn, pmode, pform, "INHERIT");
+						end_incoming(cat, parent, relid, pcolumn, pmode, pform, "INHERIT");
 						/* its own guard, of whatever settings, becomes the tree's */
-						fence_drop_guards(fns, relid);
-						protect_and_record(fns, relid, pcolumn, pmode, pform, "attach",
+						fence_drop_guards(cat, relid);
+						protect_and_record(cat, relid, pcolumn, pmode, pform, "attach",
 										   psprintf("INHERIT %s",
 													fence_rel_query_name(parent)));
 					}
@@ -1042,7 +1037,7 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
 			case AT_EnableTrigAll:
 			case AT_EnableTrigUser:
 				if (protected)
-					fence_heal_triggers(fns, relid);
+					fence_heal_triggers(cat, relid);
 				break;
 			default:
 				break;
@@ -1060,12 +1055,12 @@ end_alter_table(FenceTriggerFns *fns, AlterTableStmt *stmt)
  * compared here, now that it is stored: another one is refused.
  */
 static void
-end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
+end_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 {
 	Oid			relid = rangevar_relid(stmt->relation);
 	Oid			fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
 	const char *column = FENCE_DEFAULT_EPOCH_COLUMN;
-	const char *mode = FENCE_DEFAULT_MODE;
+	const char *mode = fence_mode_name(FENCE_DEFAULT_MODE);
 	const char *form;
 
 	if (!OidIsValid(relid) || !OidIsValid(fnoid))
@@ -1076,17 +1071,17 @@ end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	 * check in place of the ones fence made, and makes them ENABLE ALWAYS
 	 * only in a later command: make them so now, as fence_protect does.
 	 */
-	if ((fnoid == fns->refuse_truncate_fn || fnoid == fns->guard_after_fn) &&
-		trigger_is_canonical(fns, stmt, fnoid, relid) &&
-		fence_registry_lookup(fns, relid, NULL, NULL, NULL))
-		fence_heal_triggers(fns, relid);
-	if (fnoid != fns->guard_fn && fnoid != fns->guard_after_fn)
+	if ((fnoid == cat->refuse_truncate_fn || fnoid == cat->guard_after_fn) &&
+		trigger_is_canonical(cat, stmt, fnoid, relid) &&
+		fence_registry_lookup(cat, relid, NULL, NULL, NULL))
+		fence_heal_triggers(cat, relid);
+	if (fnoid != cat->guard_fn && fnoid != cat->guard_after_fn)
 		return;
-	if (fnoid == fns->guard_after_fn)
+	if (fnoid == cat->guard_after_fn)
 	{
-		if (trigger_is_canonical(fns, stmt, fnoid, relid) &&
-			!fence_after_when_is_canonical(fns, relid, stmt->trigname))
-			refuse_with(fns, relid, "CREATE TRIGGER",
+		if (trigger_is_canonical(cat, stmt, fnoid, relid) &&
+			!fence_after_when_is_canonical(cat, relid, stmt->trigname))
+			refuse_with(cat, relid, "CREATE TRIGGER",
 						psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
 								 stmt->trigname, get_func_name(fnoid),
 								 fence_rel_display_name(relid)),
@@ -1097,16 +1092,17 @@ end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 	}
 
 	/* A declared odd trigger of fence's function protects nothing. */
-	if (!trigger_is_canonical(fns, stmt, fnoid, relid))
+	if (!trigger_is_canonical(cat, stmt, fnoid, relid))
 		return;
 	if (list_length(stmt->args) >= 1)
 		column = strVal(linitial(stmt->args));
 	if (list_length(stmt->args) >= 2)
 		mode = strVal(lsecond(stmt->args));
-	form = (stmt->events & TRIGGER_TYPE_UPDATE) ? "before" : "after";
-	fence_protect_tree(fns, relid, column, mode, form);
-	fence_heal_triggers(fns, relid);
-	fence_audit(fns, "protect", relid, NULL,
+	form = fence_form_name((stmt->events & TRIGGER_TYPE_UPDATE) ?
+						   FENCE_FORM_BEFORE : FENCE_FORM_AFTER);
+	fence_protect_tree(cat, relid, column, mode, form);
+	fence_heal_triggers(cat, relid);
+	fence_audit(cat, "protect", relid, NULL,
 				fence_form_is_after(form) ?
 				psprintf("CREATE TRIGGER %s (%s, %s), form after", FENCE_GUARD_TRIGGER,
 						 quote_literal_cstr(column), quote_literal_cstr(mode)) :
@@ -1117,7 +1113,7 @@ end_create_trigger(FenceTriggerFns *fns, CreateTrigStmt *stmt)
 
 /* A protected relation renamed, or moved to another schema: recorded. */
 static void
-end_rename(FenceTriggerFns *fns, const char *command)
+end_rename(FenceCatalog *cat, const char *command)
 {
 	ListCell   *lc;
 
@@ -1125,8 +1121,8 @@ end_rename(FenceTriggerFns *fns, const char *command)
 	{
 		Oid			relid = lfirst_oid(lc);
 
-		if (fence_registry_lookup(fns, relid, NULL, NULL, NULL))
-			fence_audit(fns, "rename", relid, NULL, command, NULL);
+		if (fence_registry_lookup(cat, relid, NULL, NULL, NULL))
+			fence_audit(cat, "rename", relid, NULL, command, NULL);
 	}
 }
 
@@ -1176,7 +1172,7 @@ note_drop_touched(Oid relid)
  * command does to its partitions)?
  */
 static bool
-declared_in_tree(FenceTriggerFns *fns, Oid relid, const char *command)
+declared_in_tree(FenceCatalog *cat, Oid relid, const char *command)
 {
 	List	   *todo = list_make1_oid(relid);
 	List	   *seen = NIL;
@@ -1189,7 +1185,7 @@ declared_in_tree(FenceTriggerFns *fns, Oid relid, const char *command)
 		if (list_member_oid(seen, r))
 			continue;
 		seen = lappend_oid(seen, r);
-		if (ddl_declared(fns, r, command))
+		if (ddl_declared(cat, r, command))
 			return true;
 		todo = list_concat(todo, rel_parents(r));
 	}
@@ -1198,7 +1194,7 @@ declared_in_tree(FenceTriggerFns *fns, Oid relid, const char *command)
 
 /* The topmost registered relation above relid (relid itself if none). */
 static Oid
-registered_root(FenceTriggerFns *fns, Oid relid)
+registered_root(FenceCatalog *cat, Oid relid)
 {
 	bool		moved = true;
 
@@ -1208,7 +1204,7 @@ registered_root(FenceTriggerFns *fns, Oid relid)
 
 		moved = false;
 		foreach(lc, rel_parents(relid))
-			if (fence_registry_lookup(fns, lfirst_oid(lc), NULL, NULL, NULL))
+			if (fence_registry_lookup(cat, lfirst_oid(lc), NULL, NULL, NULL))
 			{
 				relid = lfirst_oid(lc);
 				moved = true;
@@ -1223,7 +1219,7 @@ registered_root(FenceTriggerFns *fns, Oid relid)
  * not declare it.
  */
 static void
-refuse_broken(FenceTriggerFns *fns, Oid relid, const char *command,
+refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
 			  const char *problem)
 {
 	char	   *detail = pstrdup(problem);
@@ -1232,10 +1228,10 @@ refuse_broken(FenceTriggerFns *fns, Oid relid, const char *command,
 	char	   *mode;
 	char	   *form;
 
-	if (declared_in_tree(fns, relid, command))
+	if (declared_in_tree(cat, relid, command))
 		return;
-	root = registered_root(fns, relid);
-	if (!fence_registry_lookup(fns, root, &column, &mode, &form))
+	root = registered_root(cat, relid);
+	if (!fence_registry_lookup(cat, root, &column, &mode, &form))
 		elog(ERROR, "relation %u is not registered", root);
 	detail[0] = pg_toupper((unsigned char) detail[0]);
 	ereport(ERROR,
@@ -1269,7 +1265,7 @@ refuse_broken(FenceTriggerFns *fns, Oid relid, const char *command,
  * parent tree's.  On a database that protects nothing, nothing is read.
  */
 static void
-check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
+check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 {
 	List	   *touched;
 	List	   *todo;
@@ -1277,7 +1273,7 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 	bool		event_triggers_checked = false;
 	char	   *event_problem = NULL;
 
-	if (!fence_registry_any(fns))
+	if (!fence_registry_any(cat))
 	{
 		drop_touched = NIL;
 		return;
@@ -1338,7 +1334,7 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 		char	   *problem;
 		ListCell   *clc;
 
-		if (!fence_registry_lookup(fns, relid, &column, &mode, &form))
+		if (!fence_registry_lookup(cat, relid, &column, &mode, &form))
 			continue;
 
 		/*
@@ -1350,9 +1346,9 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 		if (!event_triggers_checked)
 		{
 			event_triggers_checked = true;
-			event_problem = fence_event_triggers_broken(fns->nspid);
+			event_problem = fence_event_triggers_broken(cat->nspid);
 		}
-		if (event_problem != NULL && !declared_in_tree(fns, relid, command))
+		if (event_problem != NULL && !declared_in_tree(cat, relid, command))
 		{
 			event_problem[0] = pg_toupper((unsigned char) event_problem[0]);
 			ereport(ERROR,
@@ -1374,18 +1370,18 @@ check_intact_at_end(FenceTriggerFns *fns, Node *parsetree, const char *command)
 		if (list_member_oid(touched, relid) ||
 			ConditionalLockRelationOid(relid, AccessShareLock))
 		{
-			problem = fence_rel_broken(fns, relid, column, mode, form);
+			problem = fence_rel_broken(cat, relid, column, mode, form);
 			if (problem != NULL)
-				refuse_broken(fns, relid, command, problem);
+				refuse_broken(cat, relid, command, problem);
 		}
 		/* its direct children: registered alike (each is in todo itself) */
 		foreach(clc, find_inheritance_children(relid, NoLock))
 		{
 			Oid			child = lfirst_oid(clc);
 
-			problem = fence_member_broken(fns, child, column, mode, form);
+			problem = fence_member_broken(cat, child, column, mode, form);
 			if (problem != NULL)
-				refuse_broken(fns, relid, command, problem);
+				refuse_broken(cat, relid, command, problem);
 		}
 	}
 }
@@ -1397,7 +1393,7 @@ Datum
 fence_ddl_command_end(PG_FUNCTION_ARGS)
 {
 	EventTriggerData *trigdata = (EventTriggerData *) fcinfo->context;
-	FenceTriggerFns fns;
+	FenceCatalog *cat;
 	Node	   *parsetree;
 
 	check_called_as_event_trigger(fcinfo, "fence_ddl_command_end");
@@ -1413,38 +1409,38 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 			/* Only a child (PARTITION OF, INHERITS) can join a protected tree. */
 			if (!creates_child(parsetree))
 				break;
-			fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-			protect_new_children(&fns);
+			cat = fence_catalog(fcinfo->flinfo->fn_oid);
+			protect_new_children(cat);
 			break;
 		case T_AlterTableStmt:
-			fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-			end_alter_table(&fns, (AlterTableStmt *) parsetree);
+			cat = fence_catalog(fcinfo->flinfo->fn_oid);
+			end_alter_table(cat, (AlterTableStmt *) parsetree);
 			break;
 		case T_CreateTrigStmt:
-			fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-			end_create_trigger(&fns, (CreateTrigStmt *) parsetree);
+			cat = fence_catalog(fcinfo->flinfo->fn_oid);
+			end_create_trigger(cat, (CreateTrigStmt *) parsetree);
 			break;
 		case T_RenameStmt:
 			if (((RenameStmt *) parsetree)->renameType == OBJECT_TABLE)
 			{
-				fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-				end_rename(&fns, psprintf("RENAME TO %s",
+				cat = fence_catalog(fcinfo->flinfo->fn_oid);
+				end_rename(cat, psprintf("RENAME TO %s",
 										  quote_identifier(((RenameStmt *) parsetree)->newname)));
 			}
 			break;
 		case T_AlterObjectSchemaStmt:
 			if (((AlterObjectSchemaStmt *) parsetree)->objectType == OBJECT_TABLE)
 			{
-				fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-				end_rename(&fns, psprintf("SET SCHEMA %s",
+				cat = fence_catalog(fcinfo->flinfo->fn_oid);
+				end_rename(cat, psprintf("SET SCHEMA %s",
 										  quote_identifier(((AlterObjectSchemaStmt *) parsetree)->newschema)));
 			}
 			break;
 		default:
 			break;
 	}
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	check_intact_at_end(&fns, parsetree, GetCommandTagName(trigdata->tag));
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	check_intact_at_end(cat, parsetree, GetCommandTagName(trigdata->tag));
 	PG_RETURN_VOID();
 }
 
@@ -1460,7 +1456,7 @@ static SPIPlanPtr dropped_parts_plan = NULL;
 Datum
 fence_sql_drop(PG_FUNCTION_ARGS)
 {
-	FenceTriggerFns fns;
+	FenceCatalog *cat;
 	MemoryContext callercxt = CurrentMemoryContext;
 	List	   *relids = NIL;
 	List	   *names = NIL;
@@ -1470,8 +1466,8 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 	check_called_as_event_trigger(fcinfo, "fence_sql_drop");
 	if (in_fence_script())
 		PG_RETURN_VOID();
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	if (!fence_registry_any(&fns))
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	if (!fence_registry_any(cat))
 		PG_RETURN_VOID();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -1522,10 +1518,10 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 	{
 		Oid			relid = list_nth_oid(relids, j);
 
-		if (fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
+		if (fence_registry_lookup(cat, relid, NULL, NULL, NULL))
 		{
-			fence_registry_forget(&fns, relid);
-			fence_audit(&fns, "drop", InvalidOid, (char *) list_nth(names, j),
+			fence_registry_forget(cat, relid);
+			fence_audit(cat, "drop", InvalidOid, (char *) list_nth(names, j),
 						"DROP", NULL);
 		}
 	}
@@ -1546,7 +1542,7 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 Datum
 fence_table_rewrite(PG_FUNCTION_ARGS)
 {
-	FenceTriggerFns fns;
+	FenceCatalog *cat;
 	Oid			relid;
 	int			reason;
 
@@ -1559,9 +1555,9 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 											   (Datum) 0));
 	if ((reason & AT_REWRITE_COLUMN_REWRITE) == 0)
 		PG_RETURN_VOID();
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	if (fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
-		refuse(&fns, relid, "ALTER COLUMN ... TYPE that rewrites the table",
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	if (fence_registry_lookup(cat, relid, NULL, NULL, NULL))
+		refuse(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table",
 			   "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
 	PG_RETURN_VOID();
 }
@@ -1576,7 +1572,7 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 Datum
 fence_allow_ddl(PG_FUNCTION_ARGS)
 {
-	FenceTriggerFns fns;
+	FenceCatalog *cat;
 	Oid			relid;
 	char	   *reason;
 
@@ -1589,19 +1585,19 @@ fence_allow_ddl(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("reason must not be empty"),
 				 errdetail("The reason is recorded in fence_audit_log for whoever reads it later.")));
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	if (!fence_may_manage(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
-	if (!fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
+	if (!fence_registry_lookup(cat, relid, NULL, NULL, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",
 						fence_rel_display_name(relid))));
 
 	fence_xact_allow_ddl(relid);
-	fence_audit(&fns, "allow_ddl", relid, NULL, "fence_allow_ddl", reason);
+	fence_audit(cat, "allow_ddl", relid, NULL, "fence_allow_ddl", reason);
 	if (!IsTransactionBlock())
 		ereport(WARNING,
 				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),

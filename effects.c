@@ -66,16 +66,6 @@ PG_FUNCTION_INFO_V1(fence_once);
 static SPIPlanPtr once_plan = NULL;
 static uint64 once_plan_generation = 0;
 
-/* Is a trigger running (pg_trigger_depth() > 0)? */
-static bool
-effects_in_trigger(void)
-{
-	LOCAL_FCINFO(depthinfo, 0);
-
-	InitFunctionCallInfoData(*depthinfo, NULL, 0, InvalidOid, NULL, NULL);
-	return DatumGetInt32(pg_trigger_depth(depthinfo)) > 0;
-}
-
 /*
  * The key argument: not NULL (22004), not empty, and short enough to be a
  * btree key (22023).
@@ -167,8 +157,7 @@ effects_record(FenceCatalog *cat, text *key, const char *job, int64 token)
 	Oid			relid = get_relname_relid("fence_effects", cat->nspid);
 	Datum		values[N_ONCE_PARAMS];
 	char		nulls[N_ONCE_PARAMS] = {' ', ' ', ' '};
-	Oid			save_userid;
-	int			save_sec_context;
+	FenceSavedUser saved;
 	int			ret;
 	bool		inserted;
 
@@ -186,14 +175,11 @@ effects_record(FenceCatalog *cat, text *key, const char *job, int64 token)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(fence_rel_owner(relid),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_NOFORCE_RLS);
+	fence_become_owner(fence_rel_owner(relid), &saved);
 	ret = SPI_execute_snapshot(effects_once_plan(cat), values, nulls,
 							   GetLatestSnapshot(), InvalidSnapshot,
 							   false, true, 0);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	fence_restore_user(&saved);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed > 1)
 		elog(ERROR, "fence's effect-key statement returned %s, " UINT64_FORMAT " rows",
 			 SPI_result_code_string(ret), SPI_processed);
@@ -222,7 +208,7 @@ fence_once(PG_FUNCTION_ARGS)
 	const char *late_job;
 	bool		first;
 
-	if (effects_in_trigger())
+	if (fence_trigger_depth() > 0)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 				 errmsg("fence_once cannot be called from a trigger"),

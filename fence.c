@@ -30,6 +30,7 @@
 #include "catalog/pg_class.h"
 #include "catalog/pg_proc.h"
 #include "catalog/pg_type.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -49,6 +50,7 @@ void		_PG_init(void);
 int			fence_max_lease_seconds = 86400;
 
 static FenceCatalog fence_cat;	/* the cached catalog */
+static uint32 fence_cat_fn_hashes[5];	/* PROCOID hash values of its functions */
 static bool fence_cat_valid = false;	/* false until looked up, and after an
 										 * invalidation of any relation in it */
 static bool fence_cat_building = false; /* fence_catalog() is at work */
@@ -56,7 +58,10 @@ static uint64 fence_cat_invals = 0; /* invalidations seen while building */
 
 static void fence_catalog_build(Oid fn_oid);
 static Oid	fence_lookup_relation(Oid nspid, const char *relname, char relkind);
+static Oid	fence_lookup_function(Oid nspid, const char *fnname);
 static void fence_catalog_invalidate(Datum arg, Oid relid);
+static void fence_catalog_invalidate_fn(Datum arg, int cacheid,
+										uint32 hashvalue);
 
 void
 _PG_init(void)
@@ -92,6 +97,10 @@ _PG_init(void)
 	fence_xact_init();
 	fence_stats_init();
 	CacheRegisterRelcacheCallback(fence_catalog_invalidate, (Datum) 0);
+	CacheRegisterSyscacheCallback(PROCOID, fence_catalog_invalidate_fn,
+								  (Datum) 0);
+	CacheRegisterSyscacheCallback(NAMESPACEOID, fence_catalog_invalidate_fn,
+								  (Datum) 0);
 }
 
 /*
@@ -120,6 +129,37 @@ fence_catalog_invalidate(Datum arg pg_attribute_unused(), Oid relid)
 		relid == fence_cat.claims_token_index ||
 		relid == fence_cat.token_seq_relid)
 		fence_cat_valid = false;
+}
+
+/*
+ * The same for fence's functions (a function dropped and created again)
+ * and its schema (renamed).  While an optional function is missing (the
+ * objects of 1.0), any new function may be it.
+ */
+static void
+fence_catalog_invalidate_fn(Datum arg pg_attribute_unused(), int cacheid,
+							uint32 hashvalue)
+{
+	int			i;
+
+	if (fence_cat_building)
+	{
+		fence_cat_invals++;
+		return;
+	}
+	if (!fence_cat_valid)
+		return;
+	if (hashvalue == 0 || cacheid == NAMESPACEOID ||
+		!OidIsValid(fence_cat.guard_after_fn) ||
+		!OidIsValid(fence_cat.release_any_fn) ||
+		!OidIsValid(fence_cat.renew_any_fn))
+	{
+		fence_cat_valid = false;
+		return;
+	}
+	for (i = 0; i < (int) lengthof(fence_cat_fn_hashes); i++)
+		if (fence_cat_fn_hashes[i] == hashvalue)
+			fence_cat_valid = false;
 }
 
 static Oid
@@ -151,7 +191,7 @@ fence_find_function(Oid nspid, const char *fnname, int nargs, const Oid *argtype
 }
 
 /* A trigger function of fence's (no arguments), which must exist. */
-Oid
+static Oid
 fence_lookup_function(Oid nspid, const char *fnname)
 {
 	Oid			fnoid = fence_find_function(nspid, fnname, 0, NULL);
@@ -277,6 +317,24 @@ fence_catalog_build(Oid fn_oid)
 		fence_cat.release_any_fn = fence_find_function(nspid, "fence_release_any", 1, text_arg);
 		fence_cat.renew_any_fn = fence_find_function(nspid, "fence_renew_any", 2, renew_args);
 	}
+	fence_cat.guard_fn = fence_lookup_function(nspid, "fence_guard");
+	fence_cat.refuse_truncate_fn = fence_lookup_function(nspid,
+														 "fence_refuse_truncate");
+	/* (absent in the objects of 1.0, until ALTER EXTENSION fence UPDATE) */
+	fence_cat.guard_after_fn = fence_find_function(nspid, "fence_guard_after",
+												   0, NULL);
+	{
+		Oid			fns[lengthof(fence_cat_fn_hashes)] = {
+			fence_cat.guard_fn, fence_cat.refuse_truncate_fn,
+			fence_cat.guard_after_fn, fence_cat.release_any_fn,
+			fence_cat.renew_any_fn
+		};
+		int			i;
+
+		for (i = 0; i < (int) lengthof(fns); i++)
+			fence_cat_fn_hashes[i] =
+				GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fns[i]));
+	}
 
 	fence_cat.generation = ++generation;
 }
@@ -302,6 +360,138 @@ fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode)
 			table_close(rel, lockmode);
 		(void) fence_catalog(cat->fn_oid);
 	}
+}
+
+/*
+ * Run as owner, a relation's owner, until fence_restore_user(saved): the
+ * way ri_triggers.c runs its queries as a table's owner.  fence's own
+ * tables are written only so (no caller may write them), which keeps its
+ * functions SECURITY INVOKER: no GUC save and restore on every call, and
+ * nothing in them depends on the caller's search_path.  Row security does
+ * not apply to what runs as the owner, as for a table's owner anywhere;
+ * a DBA's triggers on those tables run as that owner too.
+ */
+void
+fence_become_owner(Oid owner, FenceSavedUser *saved)
+{
+	GetUserIdAndSecContext(&saved->userid, &saved->sec_context);
+	SetUserIdAndSecContext(owner,
+						   saved->sec_context | SECURITY_LOCAL_USERID_CHANGE |
+						   SECURITY_NOFORCE_RLS);
+}
+
+void
+fence_restore_user(const FenceSavedUser *saved)
+{
+	SetUserIdAndSecContext(saved->userid, saved->sec_context);
+}
+
+/* pg_trigger_depth(): how many triggers are firing, the caller's included. */
+int
+fence_trigger_depth(void)
+{
+	LOCAL_FCINFO(depthinfo, 0);
+
+	InitFunctionCallInfoData(*depthinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetInt32(pg_trigger_depth(depthinfo));
+}
+
+/* The names of the modes and forms, as SQL and trigger arguments spell them. */
+static const char *const fence_mode_names[] = {
+	[FENCE_MODE_STRICT] = "strict",
+	[FENCE_MODE_REPEAT] = "repeat",
+	[FENCE_MODE_SHARED] = "shared"
+};
+static const char *const fence_form_names[] = {
+	[FENCE_FORM_BEFORE] = "before",
+	[FENCE_FORM_AFTER] = "after"
+};
+
+/* The mode called name, if there is one. */
+bool
+fence_mode_lookup(const char *name, FenceMode *mode)
+{
+	int			i;
+
+	for (i = 0; i < (int) lengthof(fence_mode_names); i++)
+	{
+		if (strcmp(name, fence_mode_names[i]) == 0)
+		{
+			if (mode)
+				*mode = (FenceMode) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The mode called name; an unknown name is an error (22023). */
+FenceMode
+fence_mode_parse(const char *name)
+{
+	FenceMode	mode = FENCE_DEFAULT_MODE;
+
+	if (!fence_mode_lookup(name, &mode))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized fence mode \"%.*s\"",
+						pg_mbcliplen(name, strlen(name), 64), name),
+				 errhint("The mode is one of strict, repeat or shared.")));
+	return mode;
+}
+
+const char *
+fence_mode_name(FenceMode mode)
+{
+	return fence_mode_names[mode];
+}
+
+/* The form called name, if there is one. */
+bool
+fence_form_lookup(const char *name, FenceForm *form)
+{
+	int			i;
+
+	for (i = 0; i < (int) lengthof(fence_form_names); i++)
+	{
+		if (strcmp(name, fence_form_names[i]) == 0)
+		{
+			if (form)
+				*form = (FenceForm) i;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* The form called name; an unknown name is an error (22023). */
+FenceForm
+fence_form_parse(const char *name)
+{
+	FenceForm	form = FENCE_DEFAULT_FORM;
+
+	if (!fence_form_lookup(name, &form))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unrecognized guard form \"%.*s\"",
+						pg_mbcliplen(name, strlen(name), 64), name),
+				 errhint("The form is before (the default) or after; see doc/fence.md.")));
+	return form;
+}
+
+const char *
+fence_form_name(FenceForm form)
+{
+	return fence_form_names[form];
+}
+
+/* Is the form, as the registry spells it, the after form? */
+bool
+fence_form_is_after(const char *form)
+{
+	FenceForm	f;
+
+	return form != NULL && fence_form_lookup(form, &f) && f == FENCE_FORM_AFTER;
 }
 
 /* An argument that must not be NULL (22004), named in the message. */
@@ -439,18 +629,15 @@ fence_last_token_issued(FenceCatalog *cat)
 {
 	LOCAL_FCINFO(seqinfo, 1);
 	Datum		result;
-	Oid			save_userid;
-	int			save_sec_context;
+	FenceSavedUser saved;
 
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
 	seqinfo->args[0].value = ObjectIdGetDatum(cat->token_seq_relid);
 	seqinfo->args[0].isnull = false;
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cat->token_seq_owner,
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	fence_become_owner(cat->token_seq_owner, &saved);
 	result = pg_sequence_last_value(seqinfo);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	fence_restore_user(&saved);
 
 	if (seqinfo->isnull)
 		return 0;

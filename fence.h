@@ -90,9 +90,32 @@ extern void fence_count_repeat(void);
 #define FENCE_STOP_HINT \
 	"Stop the handler: retrying with the same token will be fenced again."
 
-/* What a guard checks when its trigger names no column or mode. */
+/*
+ * The guard's modes: how the token a write carries must compare with the
+ * one stored in the row (doc/fence.md, "Modes").
+ */
+typedef enum FenceMode
+{
+	FENCE_MODE_STRICT,			/* greater: one write per execution per row */
+	FENCE_MODE_REPEAT,			/* no lower: an execution may write a row again */
+	FENCE_MODE_SHARED			/* many jobs write the row: no comparison */
+} FenceMode;
+
+/*
+ * The guard's forms: the BEFORE row trigger checks every write (before), or
+ * UPDATEs are checked after the row is final, by a WHEN clause and an AFTER
+ * trigger (after; guard.c).
+ */
+typedef enum FenceForm
+{
+	FENCE_FORM_BEFORE,
+	FENCE_FORM_AFTER
+} FenceForm;
+
+/* What a guard checks when its trigger or fence_protect names nothing. */
 #define FENCE_DEFAULT_EPOCH_COLUMN	"writer_epoch"
-#define FENCE_DEFAULT_MODE			"strict"
+#define FENCE_DEFAULT_MODE			FENCE_MODE_STRICT
+#define FENCE_DEFAULT_FORM			FENCE_FORM_BEFORE
 
 /* Longest job name accepted, in bytes; it is a btree key. */
 #define FENCE_MAX_JOB_BYTES 1024
@@ -138,6 +161,9 @@ typedef struct FenceCatalog
 	AttrNumber	att_n_takeovers;
 	AttrNumber	att_n_renewals;
 	AttrNumber	att_n_releases;
+	Oid			guard_fn;		/* fence_guard() */
+	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
+	Oid			guard_after_fn; /* fence_guard_after(), or InvalidOid (1.0) */
 	Oid			release_any_fn; /* fence_release_any(text), or InvalidOid */
 	Oid			renew_any_fn;	/* fence_renew_any(text, interval), or InvalidOid */
 	Oid			claims_owner;	/* the registry is written as this role */
@@ -150,7 +176,6 @@ extern FenceCatalog *fence_catalog(Oid fn_oid);
 extern Relation fence_open_claims(FenceCatalog *cat, LOCKMODE lockmode);
 extern bool fence_index_fetch(Relation rel, Oid indexid, RegProcedure eqproc,
 							  Datum key, TupleTableSlot *slot);
-extern Oid	fence_lookup_function(Oid nspid, const char *fnname);
 extern Oid	fence_find_function(Oid nspid, const char *fnname, int nargs,
 								const Oid *argtypes);
 extern void fence_require_arg(FunctionCallInfo fcinfo, int argno,
@@ -161,6 +186,27 @@ extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
 extern text *fence_holder_arg(FunctionCallInfo fcinfo, int argno);
 extern int	fence_max_lease_seconds;
 extern int64 fence_last_token_issued(FenceCatalog *cat);
+extern bool fence_mode_lookup(const char *name, FenceMode *mode);
+extern FenceMode fence_mode_parse(const char *name);
+extern const char *fence_mode_name(FenceMode mode);
+extern bool fence_form_lookup(const char *name, FenceForm *form);
+extern FenceForm fence_form_parse(const char *name);
+extern const char *fence_form_name(FenceForm form);
+extern bool fence_form_is_after(const char *form);
+
+/*
+ * The caller's identity, saved while fence runs as the owner of a relation
+ * (fence_become_owner, fence_restore_user).
+ */
+typedef struct FenceSavedUser
+{
+	Oid			userid;
+	int			sec_context;
+} FenceSavedUser;
+
+extern void fence_become_owner(Oid owner, FenceSavedUser *saved);
+extern void fence_restore_user(const FenceSavedUser *saved);
+extern int	fence_trigger_depth(void);
 
 /* What the registry's index read of one claim row returns (claims.c). */
 typedef struct ClaimRow
@@ -199,18 +245,7 @@ pg_noreturn extern void token_report_not_current(FenceCatalog *cat,
 												 int64 token,
 												 const char *job);
 
-/* fence's trigger functions and schema (protect.c) */
-typedef struct FenceTriggerFns
-{
-	Oid			nspid;
-	char	   *nspname;
-	Oid			guard_fn;		/* fence_guard() */
-	Oid			refuse_truncate_fn; /* fence_refuse_truncate() */
-	Oid			guard_after_fn; /* fence_guard_after(), or InvalidOid (1.0) */
-} FenceTriggerFns;
-
 /* protect.c */
-extern void fence_trigger_fns(Oid fn_oid, FenceTriggerFns *fns);
 extern char *fence_rel_query_name(Oid relid);
 extern char *fence_rel_display_name(Oid relid);
 extern bool fence_rel_trigger(Oid relid, Oid fnoid, char *tgenabled,
@@ -219,19 +254,18 @@ extern Oid	fence_rel_owner(Oid relid);
 extern bool fence_may_manage(Oid relid);
 extern bool fence_internal_ddl_active(void);
 extern void fence_run_internal_ddl(const char *sql);
-extern int	fence_spi_as_owner(FenceTriggerFns *fns, const char *table,
+extern int	fence_spi_as_owner(FenceCatalog *cat, const char *table,
 							   const char *sql, int nargs,
 							   const char *const *args);
-extern bool fence_registry_lookup(FenceTriggerFns *fns, Oid relid,
+extern bool fence_registry_lookup(FenceCatalog *cat, Oid relid,
 								  char **column, char **mode, char **form);
-extern bool fence_registry_any(FenceTriggerFns *fns);
-extern void fence_registry_forget(FenceTriggerFns *fns, Oid relid);
-extern void fence_protect_tree(FenceTriggerFns *fns, Oid relid,
+extern bool fence_registry_any(FenceCatalog *cat);
+extern void fence_registry_forget(FenceCatalog *cat, Oid relid);
+extern void fence_protect_tree(FenceCatalog *cat, Oid relid,
 							   const char *column, const char *mode,
 							   const char *form);
-extern bool fence_form_is_after(const char *form);
-extern void fence_drop_guards(FenceTriggerFns *fns, Oid relid);
-extern void fence_heal_triggers(FenceTriggerFns *fns, Oid relid);
+extern void fence_drop_guards(FenceCatalog *cat, Oid relid);
+extern void fence_heal_triggers(FenceCatalog *cat, Oid relid);
 
 /* ddl.c */
 extern bool fence_allow_ddl_setting;
@@ -325,10 +359,10 @@ typedef struct FenceFinding
 } FenceFinding;
 
 extern List *fence_rel_triggers(Oid relid);
-extern List *fence_rel_findings(FenceTriggerFns *fns, Oid relid,
+extern List *fence_rel_findings(FenceCatalog *cat, Oid relid,
 								const char *column, const char *mode,
 								const char *form);
-extern FenceFinding *fence_member_finding(FenceTriggerFns *fns, Oid relid,
+extern FenceFinding *fence_member_finding(FenceCatalog *cat, Oid relid,
 										  Oid member, const char *column,
 										  const char *mode, const char *form);
 extern bool fence_registration_differs(const char *column, const char *mode,
@@ -336,22 +370,22 @@ extern bool fence_registration_differs(const char *column, const char *mode,
 									   const char *mode2, const char *form2);
 extern List *fence_event_trigger_findings(Oid nspid);
 extern char *fence_finding_detail(FenceFinding *f);
-extern bool fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid,
+extern bool fence_after_when_is_canonical(FenceCatalog *cat, Oid relid,
 										  const char *tgname);
 extern Oid	fence_object_extension(Oid classid, Oid objid, char deptype);
-extern char *fence_rel_broken(FenceTriggerFns *fns, Oid relid,
+extern char *fence_rel_broken(FenceCatalog *cat, Oid relid,
 							  const char *column, const char *mode,
 							  const char *form);
-extern char *fence_member_broken(FenceTriggerFns *fns, Oid member,
+extern char *fence_member_broken(FenceCatalog *cat, Oid member,
 								 const char *column, const char *mode,
 								 const char *form);
-extern char *fence_tree_broken(FenceTriggerFns *fns, Oid relid,
+extern char *fence_tree_broken(FenceCatalog *cat, Oid relid,
 							   const char *column, const char *mode,
 							   const char *form, Oid *where);
 extern char *fence_event_triggers_broken(Oid nspid);
 
 /* audit.c */
-extern void fence_audit(FenceTriggerFns *fns, const char *action, Oid relid,
+extern void fence_audit(FenceCatalog *cat, const char *action, Oid relid,
 						const char *relname, const char *detail,
 						const char *reason);
 

@@ -71,12 +71,6 @@ PG_FUNCTION_INFO_V1(fence_refuse_truncate);
 PG_FUNCTION_INFO_V1(fence_update_allowed);
 PG_FUNCTION_INFO_V1(fence_guard_after);
 
-typedef enum FenceMode
-{
-	FENCE_MODE_STRICT,			/* one write per execution per row */
-	FENCE_MODE_REPEAT,			/* an execution may write a row again */
-	FENCE_MODE_SHARED			/* many jobs write the row: no comparison */
-} FenceMode;
 
 /* Per-statement facts about one guard trigger, kept in fn_extra. */
 typedef struct GuardConfig
@@ -191,24 +185,6 @@ guard_check_fires_last(TriggerData *trigdata)
 	}
 }
 
-/* A mode by its name. */
-static FenceMode
-guard_parse_mode(const char *modename)
-{
-	if (strcmp(modename, "strict") == 0)
-		return FENCE_MODE_STRICT;
-	if (strcmp(modename, "repeat") == 0)
-		return FENCE_MODE_REPEAT;
-	if (strcmp(modename, "shared") == 0)
-		return FENCE_MODE_SHARED;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unrecognized fence mode \"%.*s\"",
-					pg_mbcliplen(modename, strlen(modename), 64), modename),
-			 errhint("The mode is one of strict, repeat or shared.")));
-	return FENCE_MODE_STRICT;	/* keep compiler quiet */
-}
-
 /*
  * Refuse every write while a trigger of fence's is not ENABLE ALWAYS: it
  * would be skipped under session_replication_role = replica.  That happens
@@ -239,7 +215,7 @@ guard_config(FunctionCallInfo fcinfo)
 	Relation	rel = trigdata->tg_relation;
 	GuardConfig *cfg = (GuardConfig *) fcinfo->flinfo->fn_extra;
 	const char *colname = FENCE_DEFAULT_EPOCH_COLUMN;
-	const char *modename = FENCE_DEFAULT_MODE;
+	const char *modename = fence_mode_name(FENCE_DEFAULT_MODE);
 	int			attnum;
 	int			ev;
 
@@ -269,7 +245,7 @@ guard_config(FunctionCallInfo fcinfo)
 							colname, RelationGetRelationName(rel))));
 
 		cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
-		cfg->mode = guard_parse_mode(modename);
+		cfg->mode = fence_mode_parse(modename);
 		cfg->tgoid = trigger->tgoid;
 		cfg->attnum = (AttrNumber) attnum;
 		fcinfo->flinfo->fn_extra = cfg;
@@ -286,16 +262,6 @@ guard_config(FunctionCallInfo fcinfo)
 		cfg->order_checked[ev] = true;
 	}
 	return cfg;
-}
-
-/* pg_trigger_depth(): how many triggers are firing, this one included. */
-static int
-guard_trigger_depth(void)
-{
-	LOCAL_FCINFO(depth_fcinfo, 0);
-
-	InitFunctionCallInfoData(*depth_fcinfo, NULL, 0, InvalidOid, NULL, NULL);
-	return DatumGetInt32(pg_trigger_depth(depth_fcinfo));
 }
 
 /*
@@ -353,7 +319,7 @@ guard_applying_replicated(Oid relid, int depth)
 
 	if (!builtin && replorigin_session_origin_compat() == InvalidReplOriginId)
 		return false;
-	if (guard_trigger_depth() != depth)
+	if (fence_trigger_depth() != depth)
 		return false;
 	if (!builtin)
 		return true;
@@ -608,7 +574,7 @@ guard_check_stored(Oid fn_oid, Oid relid, const char *colname,
 					guard_rel_name(relid), w->token),
 			 errdetail("Column \"%s\" holds " INT64_FORMAT "; in %s mode a write needs a token %s it.",
 					   colname, stored,
-					   mode == FENCE_MODE_STRICT ? "strict" : "repeat",
+					   fence_mode_name(mode),
 					   mode == FENCE_MODE_STRICT ? "greater than" : "no lower than"),
 			 errhint(FENCE_STOP_HINT)));
 }
@@ -861,7 +827,7 @@ fence_update_allowed(PG_FUNCTION_ARGS)
 			cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
 										 sizeof(AfterCheckConfig));
 		cfg->relid = InvalidOid;
-		cfg->mode = guard_parse_mode(modename);
+		cfg->mode = fence_mode_parse(modename);
 		strlcpy(cfg->modename, modename, sizeof(cfg->modename));
 		/* (no tableoid: the partitioned table of a row moving partitions) */
 		if (OidIsValid(relid))

@@ -116,7 +116,7 @@ is_const_text(Node *node, Oid type, const char *value)
  * tree, not as text.
  */
 static bool
-when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgqual,
+when_is_canonical(FenceCatalog *cat, Oid relid, const char *tgqual,
 				  const char *column, const char *mode)
 {
 	Oid			argtypes[5] = {INT8OID, INT8OID, OIDOID, NAMEOID, TEXTOID};
@@ -128,7 +128,7 @@ when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgqual,
 
 	if (tgqual == NULL || attnum <= 0)
 		return false;
-	allowed_fn = fence_find_function(fns->nspid, "fence_update_allowed", 5, argtypes);
+	allowed_fn = fence_find_function(cat->nspid, "fence_update_allowed", 5, argtypes);
 	if (!OidIsValid(allowed_fn))
 		return false;
 	qual = stringToNode(tgqual);
@@ -221,7 +221,7 @@ fence_rel_triggers(Oid relid)
  * restored or re-created trigger is compared with before it is trusted).
  */
 bool
-fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgname)
+fence_after_when_is_canonical(FenceCatalog *cat, Oid relid, const char *tgname)
 {
 	ListCell   *lc;
 
@@ -231,9 +231,9 @@ fence_after_when_is_canonical(FenceTriggerFns *fns, Oid relid, const char *tgnam
 
 		if (strcmp(t->name, tgname) == 0)
 			return t->nargs <= 2 &&
-				when_is_canonical(fns, relid, t->qual,
+				when_is_canonical(cat, relid, t->qual,
 								  t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN,
-								  t->nargs >= 2 ? t->args[1] : FENCE_DEFAULT_MODE);
+								  t->nargs >= 2 ? t->args[1] : fence_mode_name(FENCE_DEFAULT_MODE));
 	}
 	return false;
 }
@@ -293,8 +293,7 @@ add_finding(List **findings, FenceFindingKind kind, Oid relid,
 static bool
 mode_is_known(const char *mode)
 {
-	return strcmp(mode, "strict") == 0 || strcmp(mode, "repeat") == 0 ||
-		strcmp(mode, "shared") == 0;
+	return fence_mode_lookup(mode, NULL);
 }
 
 /* Is the column of the relation a bigint column? */
@@ -312,7 +311,7 @@ is_bigint_column(Oid relid, const char *column)
  * -1.  (Its firing state and its dependencies are findings of their own.)
  */
 static int
-trigger_form_finding(FenceTriggerFns *fns, Oid relid, FenceTrigger *t,
+trigger_form_finding(FenceCatalog *cat, Oid relid, FenceTrigger *t,
 					 const char *want, int16 want_type, bool is_truncate,
 					 bool want_when, const char *column, const char *mode)
 {
@@ -334,7 +333,7 @@ trigger_form_finding(FenceTriggerFns *fns, Oid relid, FenceTrigger *t,
 		return FENCE_FOUND_TRIGGER_NARGS;
 	{
 		const char *argcol = t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN;
-		const char *argmode = t->nargs >= 2 ? t->args[1] : FENCE_DEFAULT_MODE;
+		const char *argmode = t->nargs >= 2 ? t->args[1] : fence_mode_name(FENCE_DEFAULT_MODE);
 
 		if (!is_bigint_column(relid, argcol))
 			return FENCE_FOUND_TRIGGER_EPOCH_COLUMN;
@@ -343,7 +342,7 @@ trigger_form_finding(FenceTriggerFns *fns, Oid relid, FenceTrigger *t,
 		if (strcmp(argcol, column) != 0 || strcmp(argmode, mode) != 0)
 			return FENCE_FOUND_TRIGGER_ARGS;
 	}
-	if (want_when && !when_is_canonical(fns, relid, t->qual, column, mode))
+	if (want_when && !when_is_canonical(cat, relid, t->qual, column, mode))
 		return FENCE_FOUND_TRIGGER_UPDATE_WHEN;
 	return -1;
 }
@@ -481,7 +480,7 @@ updating_fkey_findings(List **findings, Oid relid, const char *column,
  * catalogs, under whatever locks the caller holds.
  */
 List *
-fence_rel_findings(FenceTriggerFns *fns, Oid relid, const char *column,
+fence_rel_findings(FenceCatalog *cat, Oid relid, const char *column,
 				   const char *mode, const char *form)
 {
 	HeapTuple	classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
@@ -519,20 +518,20 @@ fence_rel_findings(FenceTriggerFns *fns, Oid relid, const char *column,
 		Oid			extoid;
 		FenceFinding *f;
 
-		if (t->fnoid == fns->guard_fn)
+		if (t->fnoid == cat->guard_fn)
 		{
 			have_guard = true;
 			want = FENCE_GUARD_TRIGGER;
 			want_type = after ? GUARD_TYPE_AFTER_FORM : GUARD_TYPE_BEFORE_FORM;
 		}
-		else if (OidIsValid(fns->guard_after_fn) && t->fnoid == fns->guard_after_fn)
+		else if (OidIsValid(cat->guard_after_fn) && t->fnoid == cat->guard_after_fn)
 		{
 			have_update = true;
 			want = FENCE_GUARD_UPDATE_TRIGGER;
 			want_type = GUARD_UPDATE_TYPE;
 			want_when = true;
 		}
-		else if (t->fnoid == fns->refuse_truncate_fn)
+		else if (t->fnoid == cat->refuse_truncate_fn)
 		{
 			have_truncate = true;
 			want = FENCE_TRUNCATE_TRIGGER;
@@ -559,7 +558,7 @@ fence_rel_findings(FenceTriggerFns *fns, Oid relid, const char *column,
 		if (want_when && !after)
 			kind = FENCE_FOUND_TRIGGER_UPDATE_IN_BEFORE_FORM;
 		else
-			kind = trigger_form_finding(fns, relid, t, want, want_type,
+			kind = trigger_form_finding(cat, relid, t, want, want_type,
 										is_truncate, want_when, column, mode);
 		if (kind >= 0)
 		{
@@ -609,7 +608,7 @@ fence_registration_differs(const char *column, const char *mode, const char *for
  * column, mode and form, registered alike?  NULL, or the finding.
  */
 FenceFinding *
-fence_member_finding(FenceTriggerFns *fns, Oid relid, Oid member,
+fence_member_finding(FenceCatalog *cat, Oid relid, Oid member,
 					 const char *column, const char *mode, const char *form)
 {
 	char	   *mcolumn;
@@ -622,7 +621,7 @@ fence_member_finding(FenceTriggerFns *fns, Oid relid, Oid member,
 	f->column = column;
 	f->mode = mode;
 	f->form = form;
-	if (!fence_registry_lookup(fns, member, &mcolumn, &mmode, &mform))
+	if (!fence_registry_lookup(cat, member, &mcolumn, &mmode, &mform))
 		f->kind = FENCE_FOUND_MEMBER_UNREGISTERED;
 	else if (fence_registration_differs(mcolumn, mmode, mform, column, mode, form))
 	{
@@ -842,7 +841,7 @@ fence_finding_detail(FenceFinding *f)
 		case FENCE_FOUND_TRIGGER_ARGS:
 			{
 				const char *argcol = t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN;
-				const char *argmode = t->nargs >= 2 ? t->args[1] : FENCE_DEFAULT_MODE;
+				const char *argmode = t->nargs >= 2 ? t->args[1] : fence_mode_name(FENCE_DEFAULT_MODE);
 
 				if (f->kind == FENCE_FOUND_TRIGGER_EPOCH_COLUMN &&
 					strcmp(argcol, f->column) == 0)
@@ -906,10 +905,10 @@ fence_finding_detail(FenceFinding *f)
  * the first finding, in words.
  */
 char *
-fence_rel_broken(FenceTriggerFns *fns, Oid relid, const char *column,
+fence_rel_broken(FenceCatalog *cat, Oid relid, const char *column,
 				 const char *mode, const char *form)
 {
-	List	   *findings = fence_rel_findings(fns, relid, column, mode, form);
+	List	   *findings = fence_rel_findings(cat, relid, column, mode, form);
 
 	if (findings == NIL)
 		return NULL;
@@ -921,10 +920,10 @@ fence_rel_broken(FenceTriggerFns *fns, Oid relid, const char *column,
  * mode and form, registered alike?  NULL, or what is wrong.
  */
 char *
-fence_member_broken(FenceTriggerFns *fns, Oid member, const char *column,
+fence_member_broken(FenceCatalog *cat, Oid member, const char *column,
 					const char *mode, const char *form)
 {
-	FenceFinding *f = fence_member_finding(fns, InvalidOid, member, column, mode, form);
+	FenceFinding *f = fence_member_finding(cat, InvalidOid, member, column, mode, form);
 
 	return f ? fence_finding_detail(f) : NULL;
 }
@@ -935,7 +934,7 @@ fence_member_broken(FenceTriggerFns *fns, Oid member, const char *column,
  * each registered alike and intact.  *where gets the member that is not.
  */
 char *
-fence_tree_broken(FenceTriggerFns *fns, Oid relid, const char *column,
+fence_tree_broken(FenceCatalog *cat, Oid relid, const char *column,
 				  const char *mode, const char *form, Oid *where)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
@@ -947,9 +946,9 @@ fence_tree_broken(FenceTriggerFns *fns, Oid relid, const char *column,
 		Oid			member = lfirst_oid(lc);
 
 		if (member != relid)
-			problem = fence_member_broken(fns, member, column, mode, form);
+			problem = fence_member_broken(cat, member, column, mode, form);
 		if (problem == NULL)
-			problem = fence_rel_broken(fns, member, column, mode, form);
+			problem = fence_rel_broken(cat, member, column, mode, form);
 		if (problem != NULL)
 		{
 			*where = member;

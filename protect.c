@@ -67,31 +67,10 @@
 PG_FUNCTION_INFO_V1(fence_protect);
 PG_FUNCTION_INFO_V1(fence_unprotect);
 
-static void cover_truncate(FenceTriggerFns *fns, Oid relid);
+static void cover_truncate(FenceCatalog *cat, Oid relid);
 
 /* Nesting depth of DDL that fence runs itself. */
 static int	internal_ddl_depth = 0;
-
-/* fence's trigger functions and schema, found from the running function. */
-void
-fence_trigger_fns(Oid fn_oid, FenceTriggerFns *fns)
-{
-	fns->nspid = get_func_namespace(fn_oid);
-	fns->nspname = get_namespace_name(fns->nspid);
-	fns->guard_fn = fence_lookup_function(fns->nspid, "fence_guard");
-	fns->refuse_truncate_fn = fence_lookup_function(fns->nspid,
-													"fence_refuse_truncate");
-	/* (absent in the objects of 1.0, until ALTER EXTENSION fence UPDATE) */
-	fns->guard_after_fn = fence_find_function(fns->nspid, "fence_guard_after",
-											  0, NULL);
-}
-
-/* Is the form the after form?  (Anything else is the BEFORE guard's.) */
-bool
-fence_form_is_after(const char *form)
-{
-	return form != NULL && strcmp(form, "after") == 0;
-}
 
 /* The relation's schema-qualified name, quoted where needed, for query text. */
 char *
@@ -182,15 +161,14 @@ fence_run_internal_ddl(const char *sql)
  * until the caller's SPI_finish.  The caller has connected to SPI.
  */
 int
-fence_spi_as_owner(FenceTriggerFns *fns, const char *table, const char *sql,
+fence_spi_as_owner(FenceCatalog *cat, const char *table, const char *sql,
 				   int nargs, const char *const *args)
 {
-	Oid			relid = get_relname_relid(table, fns->nspid);
+	Oid			relid = get_relname_relid(table, cat->nspid);
 	Oid		   *argtypes = palloc(sizeof(Oid) * Max(nargs, 1));
 	Datum	   *values = palloc(sizeof(Datum) * Max(nargs, 1));
 	char	   *nulls = palloc(Max(nargs, 1));
-	Oid			save_userid;
-	int			save_sec_context;
+	FenceSavedUser saved;
 	int			ret;
 	int			i;
 
@@ -198,7 +176,7 @@ fence_spi_as_owner(FenceTriggerFns *fns, const char *table, const char *sql,
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation \"%s.%s\" of extension \"fence\" does not exist",
-						fns->nspname, table),
+						cat->nspname, table),
 				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
 
 	for (i = 0; i < nargs; i++)
@@ -208,12 +186,9 @@ fence_spi_as_owner(FenceTriggerFns *fns, const char *table, const char *sql,
 		nulls[i] = args[i] ? ' ' : 'n';
 	}
 
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(fence_rel_owner(relid),
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
-						   SECURITY_NOFORCE_RLS);
+	fence_become_owner(fence_rel_owner(relid), &saved);
 	ret = SPI_execute_with_args(sql, nargs, argtypes, values, nulls, false, 0);
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	fence_restore_user(&saved);
 	if (ret < 0)
 		elog(ERROR, "fence statement failed: %s: %s", SPI_result_code_string(ret), sql);
 	return ret;
@@ -238,11 +213,11 @@ relid_text(Oid relid)
  * fence's own writes through the executor.
  */
 bool
-fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mode,
+fence_registry_lookup(FenceCatalog *cat, Oid relid, char **column, char **mode,
 					  char **form)
 {
-	Oid			regid = get_relname_relid("fence_protected", fns->nspid);
-	Oid			idxid = get_relname_relid("fence_protected_pkey", fns->nspid);
+	Oid			regid = get_relname_relid("fence_protected", cat->nspid);
+	Oid			idxid = get_relname_relid("fence_protected_pkey", cat->nspid);
 	Relation	rel;
 	TupleTableSlot *slot;
 	bool		found;
@@ -251,7 +226,7 @@ fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mod
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_TABLE),
 				 errmsg("relation \"%s.fence_protected\" of extension \"fence\" does not exist",
-						fns->nspname),
+						cat->nspname),
 				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
 	rel = table_open(regid, AccessShareLock);
 	slot = table_slot_create(rel, NULL);
@@ -274,7 +249,8 @@ fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mod
 		if (form)
 		{
 			value = slot_getattr(slot, get_attnum(regid, "form"), &isnull);
-			*form = isnull ? pstrdup("before") : TextDatumGetCString(value);
+			*form = isnull ? pstrdup(fence_form_name(FENCE_DEFAULT_FORM)) :
+				TextDatumGetCString(value);
 		}
 	}
 
@@ -285,9 +261,9 @@ fence_registry_lookup(FenceTriggerFns *fns, Oid relid, char **column, char **mod
 
 /* Does the registry hold any relation at all?  (One heap tuple will do.) */
 bool
-fence_registry_any(FenceTriggerFns *fns)
+fence_registry_any(FenceCatalog *cat)
 {
-	Oid			regid = get_relname_relid("fence_protected", fns->nspid);
+	Oid			regid = get_relname_relid("fence_protected", cat->nspid);
 	Relation	rel;
 	Snapshot	snapshot;
 	TableScanDesc scan;
@@ -310,7 +286,7 @@ fence_registry_any(FenceTriggerFns *fns)
 
 /* Record the relation as protected with this column, mode and form. */
 static void
-registry_put(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode,
+registry_put(FenceCatalog *cat, Oid relid, const char *column, const char *mode,
 			 const char *form)
 {
 	const char *args[4];
@@ -321,13 +297,13 @@ registry_put(FenceTriggerFns *fns, Oid relid, const char *column, const char *mo
 	args[3] = form;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	fence_spi_as_owner(fns, "fence_protected",
+	fence_spi_as_owner(cat, "fence_protected",
 					   psprintf("INSERT INTO %s (relation, epoch_column, mode, form)"
 								" VALUES ($1::pg_catalog.oid::pg_catalog.regclass, $2::pg_catalog.name, $3, $4)"
 								" ON CONFLICT (relation) DO UPDATE"
 								" SET epoch_column = EXCLUDED.epoch_column, mode = EXCLUDED.mode,"
 								" form = EXCLUDED.form",
-								quote_qualified_identifier(fns->nspname, "fence_protected")),
+								quote_qualified_identifier(cat->nspname, "fence_protected")),
 					   4, args);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
@@ -335,16 +311,16 @@ registry_put(FenceTriggerFns *fns, Oid relid, const char *column, const char *mo
 
 /* Forget the relation (dropped, or unprotected). */
 void
-fence_registry_forget(FenceTriggerFns *fns, Oid relid)
+fence_registry_forget(FenceCatalog *cat, Oid relid)
 {
 	const char *args[1];
 
 	args[0] = relid_text(relid);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	fence_spi_as_owner(fns, "fence_protected",
+	fence_spi_as_owner(cat, "fence_protected",
 					   psprintf("DELETE FROM %s WHERE relation OPERATOR(pg_catalog.=) $1::pg_catalog.oid::pg_catalog.regclass",
-								quote_qualified_identifier(fns->nspname, "fence_protected")),
+								quote_qualified_identifier(cat->nspname, "fence_protected")),
 					   1, args);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
@@ -387,36 +363,36 @@ create_always_trigger(Oid relid, const char *tgname, const char *definition)
  * are cloned to its partitions.
  */
 static void
-create_guard(FenceTriggerFns *fns, Oid relid, const char *column, const char *mode,
+create_guard(FenceCatalog *cat, Oid relid, const char *column, const char *mode,
 			 const char *form)
 {
 	bool		after = fence_form_is_after(form);
 	const char *args = psprintf("%s, %s", quote_literal_cstr(column),
 								quote_literal_cstr(mode));
 
-	if (after && !OidIsValid(fns->guard_after_fn))
+	if (after && !OidIsValid(cat->guard_after_fn))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("the after form needs fence 1.1"),
 				 errhint("Update the extension with ALTER EXTENSION fence UPDATE.")));
-	if (!fence_rel_trigger(relid, fns->guard_fn, NULL, NULL))
+	if (!fence_rel_trigger(relid, cat->guard_fn, NULL, NULL))
 		create_always_trigger(relid, FENCE_GUARD_TRIGGER,
 							  psprintf("BEFORE INSERT OR %sDELETE ON %s FOR EACH ROW"
 									   " EXECUTE FUNCTION %s(%s)",
 									   after ? "" : "UPDATE OR ",
 									   fence_rel_query_name(relid),
-									   quote_qualified_identifier(fns->nspname, "fence_guard"),
+									   quote_qualified_identifier(cat->nspname, "fence_guard"),
 									   args));
-	if (after && !fence_rel_trigger(relid, fns->guard_after_fn, NULL, NULL))
+	if (after && !fence_rel_trigger(relid, cat->guard_after_fn, NULL, NULL))
 		create_always_trigger(relid, FENCE_GUARD_UPDATE_TRIGGER,
 							  psprintf("AFTER UPDATE ON %s FOR EACH ROW"
 									   " WHEN (NOT %s(NEW.%s, OLD.%s, NEW.tableoid, %s))"
 									   " EXECUTE FUNCTION %s(%s)",
 									   fence_rel_query_name(relid),
-									   quote_qualified_identifier(fns->nspname, "fence_update_allowed"),
+									   quote_qualified_identifier(cat->nspname, "fence_update_allowed"),
 									   quote_identifier(column), quote_identifier(column),
 									   args,
-									   quote_qualified_identifier(fns->nspname, "fence_guard_after"),
+									   quote_qualified_identifier(cat->nspname, "fence_guard_after"),
 									   args));
 }
 
@@ -425,9 +401,9 @@ create_guard(FenceTriggerFns *fns, Oid relid, const char *column, const char *mo
  * names: before fence creates them anew.
  */
 void
-fence_drop_guards(FenceTriggerFns *fns, Oid relid)
+fence_drop_guards(FenceCatalog *cat, Oid relid)
 {
-	Oid			fnoids[2] = {fns->guard_fn, fns->guard_after_fn};
+	Oid			fnoids[2] = {cat->guard_fn, cat->guard_after_fn};
 	int			i;
 
 	for (i = 0; i < 2; i++)
@@ -450,7 +426,7 @@ fence_drop_guards(FenceTriggerFns *fns, Oid relid)
  * refusal, ENABLE ALWAYS, on every member.  A foreign member is refused.
  */
 void
-fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
+fence_protect_tree(FenceCatalog *cat, Oid relid, const char *column,
 				   const char *mode, const char *form)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
@@ -466,11 +442,11 @@ fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
 		LockRelationOid(member, ShareRowExclusiveLock);
 		/* A legacy inheritance child's guard is its own: make it this one. */
 		if (member != relid && !get_rel_relispartition(member))
-			fence_drop_guards(fns, member);
-		create_guard(fns, member, column, mode, form);
-		registry_put(fns, member, column, mode, form);
+			fence_drop_guards(cat, member);
+		create_guard(cat, member, column, mode, form);
+		registry_put(cat, member, column, mode, form);
 	}
-	cover_truncate(fns, relid);
+	cover_truncate(cat, relid);
 	list_free(members);
 }
 
@@ -483,7 +459,7 @@ fence_protect_tree(FenceTriggerFns *fns, Oid relid, const char *column,
  * (fence_protect_tree, the only caller, has refused a foreign member.)
  */
 static void
-cover_truncate(FenceTriggerFns *fns, Oid relid)
+cover_truncate(FenceCatalog *cat, Oid relid)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
 	ListCell   *lc;
@@ -494,7 +470,7 @@ cover_truncate(FenceTriggerFns *fns, Oid relid)
 		char		tgenabled = TRIGGER_DISABLED;
 		char	   *tgname = NULL;
 
-		if (!fence_rel_trigger(member, fns->guard_fn, NULL, NULL))
+		if (!fence_rel_trigger(member, cat->guard_fn, NULL, NULL))
 			continue;
 
 		/*
@@ -504,13 +480,13 @@ cover_truncate(FenceTriggerFns *fns, Oid relid)
 		 */
 		LockRelationOid(member, ShareRowExclusiveLock);
 
-		if (!fence_rel_trigger(member, fns->refuse_truncate_fn, &tgenabled, &tgname))
+		if (!fence_rel_trigger(member, cat->refuse_truncate_fn, &tgenabled, &tgname))
 		{
 			fence_run_internal_ddl(psprintf("CREATE TRIGGER " FENCE_TRUNCATE_TRIGGER
 											" BEFORE TRUNCATE ON %s FOR EACH STATEMENT"
 											" EXECUTE FUNCTION %s()",
 											fence_rel_query_name(member),
-											quote_qualified_identifier(fns->nspname,
+											quote_qualified_identifier(cat->nspname,
 																	   "fence_refuse_truncate")));
 			tgname = pstrdup(FENCE_TRUNCATE_TRIGGER);
 		}
@@ -527,7 +503,7 @@ cover_truncate(FenceTriggerFns *fns, Oid relid)
  * ENABLE TRIGGER ALL, which makes them merely ENABLE).
  */
 void
-fence_heal_triggers(FenceTriggerFns *fns, Oid relid)
+fence_heal_triggers(FenceCatalog *cat, Oid relid)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
 	ListCell   *lc;
@@ -535,8 +511,8 @@ fence_heal_triggers(FenceTriggerFns *fns, Oid relid)
 	foreach(lc, members)
 	{
 		Oid			member = lfirst_oid(lc);
-		Oid			fnoids[3] = {fns->guard_fn, fns->refuse_truncate_fn,
-		fns->guard_after_fn};
+		Oid			fnoids[3] = {cat->guard_fn, cat->refuse_truncate_fn,
+		cat->guard_after_fn};
 		int			i;
 
 		for (i = 0; i < 3; i++)
@@ -621,11 +597,10 @@ Datum
 fence_protect(PG_FUNCTION_ARGS)
 {
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	FenceTriggerFns fns;
 	Oid			relid;
 	const char *colname;
 	char	   *mode;
-	char	   *form = "before";
+	char	   *form = unconstify(char *, fence_form_name(FENCE_DEFAULT_FORM));
 	AttrNumber	attnum;
 
 	fence_require_arg(fcinfo, 0, "table");
@@ -641,19 +616,8 @@ fence_protect(PG_FUNCTION_ARGS)
 	}
 
 	check_protect_target(cat, relid);
-	if (strcmp(mode, "strict") != 0 && strcmp(mode, "repeat") != 0 &&
-		strcmp(mode, "shared") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized fence mode \"%.*s\"",
-						pg_mbcliplen(mode, strlen(mode), 64), mode),
-				 errhint("The mode is one of strict, repeat or shared.")));
-	if (strcmp(form, "before") != 0 && strcmp(form, "after") != 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("unrecognized guard form \"%.*s\"",
-						pg_mbcliplen(form, strlen(form), 64), form),
-				 errhint("The form is before (the default) or after; see doc/fence.md.")));
+	(void) fence_mode_parse(mode);
+	(void) fence_form_parse(form);
 
 	attnum = get_attnum(relid, colname);
 	if (attnum <= 0)
@@ -661,7 +625,7 @@ fence_protect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						colname, fence_rel_display_name(relid)),
-				 errhint("Add it with ALTER TABLE ... ADD COLUMN writer_epoch bigint NOT NULL DEFAULT 0.")));
+				 errhint("Add it with ALTER TABLE ... ADD COLUMN " FENCE_DEFAULT_EPOCH_COLUMN " bigint NOT NULL DEFAULT 0.")));
 	if (get_atttype(relid, attnum) != INT8OID)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
@@ -674,14 +638,13 @@ fence_protect(PG_FUNCTION_ARGS)
 						colname, fence_rel_display_name(relid)),
 				 errdetail("A generated epoch column would overwrite the token each write carries.")));
 
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-	fence_drop_guards(&fns, relid);
-	fence_protect_tree(&fns, relid, colname, mode, form);
+	fence_drop_guards(cat, relid);
+	fence_protect_tree(cat, relid, colname, mode, form);
 
 	/* What was made must be what "protected" means (intact.c). */
 	{
 		Oid			where = relid;
-		char	   *problem = fence_tree_broken(&fns, relid, colname, mode, form, &where);
+		char	   *problem = fence_tree_broken(cat, relid, colname, mode, form, &where);
 
 		if (problem != NULL)
 		{
@@ -693,7 +656,7 @@ fence_protect(PG_FUNCTION_ARGS)
 					 errdetail("Table \"%s\": %s.", fence_rel_display_name(where), problem)));
 		}
 	}
-	fence_audit(&fns, "protect", relid, NULL,
+	fence_audit(cat, "protect", relid, NULL,
 				fence_form_is_after(form) ?
 				psprintf("fence_protect(%s, %s, form => 'after')", quote_literal_cstr(colname),
 						 quote_literal_cstr(mode)) :
@@ -713,7 +676,7 @@ fence_protect(PG_FUNCTION_ARGS)
 Datum
 fence_unprotect(PG_FUNCTION_ARGS)
 {
-	FenceTriggerFns fns;
+	FenceCatalog *cat;
 	Oid			relid;
 	List	   *members;
 	ListCell   *lc;
@@ -731,20 +694,20 @@ fence_unprotect(PG_FUNCTION_ARGS)
 					 errmsg("reason must not be empty"),
 					 errdetail("Pass NULL to record none; a reason is kept in fence_audit_log.")));
 	}
-	fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 
 	if (!fence_may_manage(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
 	if (!OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)) &&
-		!fence_registry_lookup(&fns, relid, NULL, NULL, NULL))
+		!fence_registry_lookup(cat, relid, NULL, NULL, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",
 						fence_rel_display_name(relid))));
 
-	fence_drop_guards(&fns, relid);
+	fence_drop_guards(cat, relid);
 	members = find_all_inheritors(relid, AccessShareLock, NULL);
 	foreach(lc, members)
 	{
@@ -752,13 +715,13 @@ fence_unprotect(PG_FUNCTION_ARGS)
 		char	   *tgname;
 
 		/* legacy inheritance children have guards of their own */
-		fence_drop_guards(&fns, member);
-		if (fence_rel_trigger(member, fns.refuse_truncate_fn, NULL, &tgname))
+		fence_drop_guards(cat, member);
+		if (fence_rel_trigger(member, cat->refuse_truncate_fn, NULL, &tgname))
 			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
 											quote_identifier(tgname),
 											fence_rel_query_name(member)));
-		fence_registry_forget(&fns, member);
+		fence_registry_forget(cat, member);
 	}
-	fence_audit(&fns, "unprotect", relid, NULL, "fence_unprotect", reason);
+	fence_audit(cat, "unprotect", relid, NULL, "fence_unprotect", reason);
 	PG_RETURN_VOID();
 }

@@ -107,11 +107,11 @@ static void
 prune_record(Oid fn_oid, int64 deleted, int64 skipped, const int64 sums[4],
 			 const char *last_job)
 {
-	FenceTriggerFns fns;
+	FenceCatalog *cat;
 	const char *args[5];
 	char	   *sql;
 
-	fence_trigger_fns(fn_oid, &fns);
+	cat = fence_catalog(fn_oid);
 	args[0] = psprintf(INT64_FORMAT, deleted);
 	args[1] = psprintf(INT64_FORMAT, sums[0]);
 	args[2] = psprintf(INT64_FORMAT, sums[1]);
@@ -126,14 +126,14 @@ prune_record(Oid fn_oid, int64 deleted, int64 skipped, const int64 sums[4],
 				   " takeovers = p.takeovers OPERATOR(pg_catalog.+) EXCLUDED.takeovers,"
 				   " renewals = p.renewals OPERATOR(pg_catalog.+) EXCLUDED.renewals,"
 				   " releases = p.releases OPERATOR(pg_catalog.+) EXCLUDED.releases",
-				   quote_qualified_identifier(fns.nspname, "fence_pruned"));
+				   quote_qualified_identifier(cat->nspname, "fence_pruned"));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	fence_spi_as_owner(&fns, "fence_pruned", sql, 5, args);
+	fence_spi_as_owner(cat, "fence_pruned", sql, 5, args);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 
-	fence_audit(&fns, "prune", InvalidOid, NULL,
+	fence_audit(cat, "prune", InvalidOid, NULL,
 				psprintf(INT64_FORMAT " claims deleted, " INT64_FORMAT " skipped, up to job \"%s\"",
 						 deleted, skipped, last_job),
 				NULL);

@@ -79,7 +79,9 @@ typedef struct Report
 {
 	Tuplestorestate *store;
 	TupleDesc	desc;
-	FenceTriggerFns fns;
+	FenceCatalog cat;			/* looked up here, not fence_catalog()'s: any
+								 * of fence's objects may be missing, and
+								 * that is what the audit is for */
 	char	   *qnsp;			/* the extension's schema, quoted */
 	List	   *members;		/* every relation checked */
 } Report;
@@ -169,7 +171,7 @@ report_event_triggers(Report *r)
 {
 	ListCell   *lc;
 
-	foreach(lc, fence_event_trigger_findings(r->fns.nspid))
+	foreach(lc, fence_event_trigger_findings(r->cat.nspid))
 	{
 		FenceFinding *f = (FenceFinding *) lfirst(lc);
 		const char *cons = event_consequence(f->evtfn);
@@ -412,7 +414,7 @@ guard_why(FenceFinding *f, bool is_update)
 {
 	FenceTrigger *t = f->trigger;
 	const char *argcol = t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN;
-	const char *argmode = t->nargs >= 2 ? t->args[1] : FENCE_DEFAULT_MODE;
+	const char *argmode = t->nargs >= 2 ? t->args[1] : fence_mode_name(FENCE_DEFAULT_MODE);
 
 	switch (f->kind)
 	{
@@ -483,7 +485,7 @@ report_findings(Report *r, Member *m, const char *protect_fix)
 	bool		any = false;
 	ListCell   *lc;
 
-	foreach(lc, fence_rel_findings(&r->fns, m->relid, m->column, m->mode, m->form))
+	foreach(lc, fence_rel_findings(&r->cat, m->relid, m->column, m->mode, m->form))
 	{
 		FenceFinding *f = (FenceFinding *) lfirst(lc);
 		FenceTrigger *t = f->trigger;
@@ -683,7 +685,7 @@ report_trigger_order(Report *r, Member *m)
 		 * (A guard of another name is reported as such, and its fix is to
 		 * drop it: what sorts after it is not reported.)
 		 */
-		if (g->fnoid != r->fns.guard_fn || g->enabled == TRIGGER_DISABLED ||
+		if (g->fnoid != r->cat.guard_fn || g->enabled == TRIGGER_DISABLED ||
 			strcmp(g->name, FENCE_GUARD_TRIGGER) != 0)
 			continue;
 		foreach(olc, triggers)
@@ -706,8 +708,8 @@ report_trigger_order(Report *r, Member *m)
 					 psprintf("Rename trigger \"%s\" so that its name sorts before \"%s\" (names compare byte by byte).",
 							  o->name, g->name));
 			else if (o->fnoid != harmless[0] && o->fnoid != harmless[1] &&
-					 o->fnoid != harmless[2] && o->fnoid != r->fns.guard_fn &&
-					 o->fnoid != r->fns.refuse_truncate_fn)
+					 o->fnoid != harmless[2] && o->fnoid != r->cat.guard_fn &&
+					 o->fnoid != r->cat.refuse_truncate_fn)
 				emit(r, "warning", m->relid,
 					 psprintf("BEFORE ROW trigger \"%s\" (%s) fires before the fence guard: it runs before the check and can change the row",
 							  o->name, format_procedure(o->fnoid)),
@@ -814,7 +816,7 @@ report_scan(Report *r, Member *m, int64 last_issued, bool have_last)
 		emit(r, "error", m->relid,
 			 psprintf("column %s holds " INT64_FORMAT ", above the counter's last token " INT64_FORMAT ": no token wrote it%s",
 					  qcol, mx, last_issued,
-					  strcmp(m->mode, "shared") == 0 ? "" :
+					  strcmp(m->mode, fence_mode_name(FENCE_MODE_SHARED)) == 0 ? "" :
 					  psprintf(", and in %s mode writes of that row fail with 5F002 until the counter passes it",
 							   m->mode)),
 			 psprintf("Move the counter past it with setval as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT setval(%s, " INT64_FORMAT ");",
@@ -846,20 +848,20 @@ fence_audit_report(PG_FUNCTION_ARGS)
 	r.desc = rsinfo->setDesc;
 
 	/* fence's functions, any of which may be missing */
-	r.fns.nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
-	r.fns.nspname = get_namespace_name(r.fns.nspid);
-	r.fns.guard_fn = fence_find_function(r.fns.nspid, "fence_guard", 0, NULL);
-	r.fns.refuse_truncate_fn = fence_find_function(r.fns.nspid, "fence_refuse_truncate", 0, NULL);
-	r.fns.guard_after_fn = fence_find_function(r.fns.nspid, "fence_guard_after", 0, NULL);
-	r.qnsp = pstrdup(quote_identifier(r.fns.nspname));
+	r.cat.nspid = get_func_namespace(fcinfo->flinfo->fn_oid);
+	r.cat.nspname = get_namespace_name(r.cat.nspid);
+	r.cat.guard_fn = fence_find_function(r.cat.nspid, "fence_guard", 0, NULL);
+	r.cat.refuse_truncate_fn = fence_find_function(r.cat.nspid, "fence_refuse_truncate", 0, NULL);
+	r.cat.guard_after_fn = fence_find_function(r.cat.nspid, "fence_guard_after", 0, NULL);
+	r.qnsp = pstrdup(quote_identifier(r.cat.nspname));
 
 	SPI_connect();
 
 	have_last = report_counter(&r, &last_issued);
 
-	if (!OidIsValid(r.fns.guard_fn) || !OidIsValid(r.fns.refuse_truncate_fn))
+	if (!OidIsValid(r.cat.guard_fn) || !OidIsValid(r.cat.refuse_truncate_fn))
 	{
-		const char *fn = !OidIsValid(r.fns.guard_fn) ? "fence_guard" : "fence_refuse_truncate";
+		const char *fn = !OidIsValid(r.cat.guard_fn) ? "fence_guard" : "fence_refuse_truncate";
 
 		emit(&r, "error", InvalidOid,
 			 psprintf("fence's trigger function %s() is missing: protected tables are not guarded", fn),
@@ -869,7 +871,7 @@ fence_audit_report(PG_FUNCTION_ARGS)
 	SPI_execute(psprintf("SELECT FROM %s p WHERE p.form OPERATOR(pg_catalog.=) 'after' LIMIT 1",
 						 ext_name(&r, "fence_protected", false)), true, 0);
 	any_after = SPI_processed > 0;
-	if (!OidIsValid(r.fns.guard_after_fn) && any_after)
+	if (!OidIsValid(r.cat.guard_after_fn) && any_after)
 		emit(&r, "error", InvalidOid,
 			 "fence's trigger function fence_guard_after() is missing: tables protected in the after form do not check UPDATEs",
 			 psprintf("As a superuser, create %s() again as fence's update script does, add it back with ALTER EXTENSION fence ADD FUNCTION %s(), and protect the tables again.",

@@ -203,21 +203,17 @@ static TimeLineID counter_checked_tl = 0;
 void
 token_move_counter(FenceCatalog *cat, int64 last_value, const char *why)
 {
-	Oid			save_userid;
-	int			save_sec_context;
+	FenceSavedUser saved;
 	int64		before = fence_last_token_issued(cat);
-	FenceTriggerFns fns;
 
 	if (last_value <= before)
 		return;
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(cat->token_seq_owner,
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	fence_become_owner(cat->token_seq_owner, &saved);
 	(void) DirectFunctionCall3(setval3_oid,
 							   ObjectIdGetDatum(cat->token_seq_relid),
 							   Int64GetDatum(last_value),
 							   BoolGetDatum(true));
-	SetUserIdAndSecContext(save_userid, save_sec_context);
+	fence_restore_user(&saved);
 	/* setval() is WAL-logged and not transactional: make it durable now. */
 	XLogFlush(GetXLogInsertRecPtr());
 
@@ -226,14 +222,9 @@ token_move_counter(FenceCatalog *cat, int64 last_value, const char *why)
 					before, last_value),
 			 errdetail("%s", why)));
 	if (OidIsValid(get_relname_relid("fence_audit_log", cat->nspid)))
-	{
-		fns.nspid = cat->nspid;
-		fns.nspname = cat->nspname;
-		fns.guard_fn = fns.refuse_truncate_fn = fns.guard_after_fn = InvalidOid;
-		fence_audit(&fns, "counter_move", InvalidOid, NULL,
+		fence_audit(cat, "counter_move", InvalidOid, NULL,
 					psprintf("from " INT64_FORMAT " to " INT64_FORMAT, before, last_value),
 					why);
-	}
 }
 
 /*
@@ -444,16 +435,6 @@ token_report_not_current(FenceCatalog *cat, int64 token, const char *job)
 	report_token(token, job, &check, false);
 }
 
-/* Is a trigger running (pg_trigger_depth() > 0)? */
-static bool
-in_trigger(void)
-{
-	LOCAL_FCINFO(depthinfo, 0);
-
-	InitFunctionCallInfoData(*depthinfo, NULL, 0, InvalidOid, NULL, NULL);
-	return DatumGetInt32(pg_trigger_depth(depthinfo)) > 0;
-}
-
 /*
  * fence_begin(job, token) returns void
  *
@@ -480,7 +461,7 @@ fence_begin(PG_FUNCTION_ARGS)
 	 * A trigger that binds a token vouches for the statement that fired it,
 	 * which it cannot: that statement was not written with the token.
 	 */
-	if (in_trigger())
+	if (fence_trigger_depth() > 0)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 				 errmsg("fence_begin cannot be called from a trigger"),
@@ -525,7 +506,7 @@ fence_begin_fresh(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("reason must not be empty"),
 				 errdetail("Pass NULL to record nothing; a reason is kept in fence_audit_log.")));
-	if (in_trigger())
+	if (fence_trigger_depth() > 0)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
 				 errmsg("fence_begin_fresh cannot be called from a trigger"),
@@ -538,13 +519,8 @@ fence_begin_fresh(PG_FUNCTION_ARGS)
 	fence_xact_remember_token(token, FENCE_ANY_GENERATION, NULL);
 	fence_xact_bind(NULL, token);
 	if (reason != NULL)
-	{
-		FenceTriggerFns fns;
-
-		fence_trigger_fns(fcinfo->flinfo->fn_oid, &fns);
-		fence_audit(&fns, "begin_fresh", InvalidOid, NULL,
+		fence_audit(cat, "begin_fresh", InvalidOid, NULL,
 					psprintf("token " INT64_FORMAT, token), reason);
-	}
 
 	if (!IsTransactionBlock())
 		ereport(WARNING,
