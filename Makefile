@@ -4,15 +4,17 @@ MODULE_big = fence
 OBJS = \
 	$(WIN32RES) \
 	audit.o \
+	audit_log.o \
+	binding.o \
 	claims.o \
 	ddl.o \
 	effects.o \
 	fence.o \
+	follow.o \
 	guard.o \
 	intact.o \
 	protect.o \
 	prune.o \
-	report.o \
 	stats.o \
 	token.o \
 	xact.o

@@ -2,8 +2,13 @@
  *
  * claims.c
  *	  The claims registry: issuing fencing tokens, renewing and releasing
- *	  claims, and answering who holds a job.  Every read and write of
- *	  fence_claims happens here.
+ *	  claims, and answering who holds a job.  Every write of fence_claims
+ *	  happens here (fence_prune's deletes too, claims_prune_row), and so
+ *	  does every read that decides or checks a claim.  Three readers that
+ *	  decide nothing read it elsewhere, through SPI as the caller:
+ *	  fence_prune's scan for candidates (prune.c, each then checked again
+ *	  here under its locks), fence_advance's largest token (token.c) and
+ *	  fence_audit (audit.c).
  *
  * fence_claims holds one row per job, whose token is that job's current
  * claim.  Tokens come from one sequence for the whole database, so every

@@ -16,13 +16,11 @@
  * and ALTER SEQUENCE of the token counter.  Event triggers fire for
  * superusers too, so the refusals hold for every role.
  *
- * ddl_command_end keeps protection with the data: a partition or child
- * created in, attached to, or inherited into a protected tree is protected
- * too; a detached partition stays protected; ENABLE TRIGGER ALL leaves
- * fence's triggers ENABLE ALWAYS; the canonical CREATE TRIGGER of the
- * guard (what pg_dump writes) protects its table.  It creates no TRUNCATE
- * refusal after the ALTER TABLE ... ENABLE ALWAYS TRIGGER of a restore:
- * the dump restores those itself.  sql_drop forgets dropped relations.
+ * ddl_command_end keeps protection with the data (follow.c), then checks,
+ * from the catalog, that every relation the command touched is still
+ * intact (intact.c): what the start could not foresee is refused there.
+ * sql_drop forgets dropped relations; table_rewrite refuses a rewrite
+ * that converts stored values.
  *
  * PostgreSQL quirks designed around, the same on 15 to 19: DETACH drops
  * the cloned guard without an sql_drop event (ddl_command_end puts it
@@ -112,8 +110,8 @@ check_called_as_event_trigger(FunctionCallInfo fcinfo, const char *fname)
 }
 
 /* The relation a RangeVar names now, or InvalidOid. */
-static Oid
-rangevar_relid(RangeVar *rv)
+Oid
+fence_rangevar_relid(RangeVar *rv)
 {
 	return rv ? RangeVarGetRelid(rv, NoLock, true) : InvalidOid;
 }
@@ -132,7 +130,7 @@ ddl_declared(FenceCatalog *cat, Oid relid, const char *command)
 	{
 		if (!fence_xact_setting_recorded(relid))
 		{
-			fence_audit(cat, "allow_ddl_setting", relid, NULL, command,
+			fence_audit_log_append(cat, "allow_ddl_setting", relid, NULL, command,
 						"fence.allow_ddl = on");
 			fence_xact_note_setting_recorded(relid);
 		}
@@ -145,17 +143,17 @@ ddl_declared(FenceCatalog *cat, Oid relid, const char *command)
  * Refuse a command on a relation, unless it was declared; message is the
  * primary message (NULL: "cannot run <command> on protected table").
  */
-static void
-refuse_with(FenceCatalog *cat, Oid relid, const char *command,
+void
+fence_ddl_refuse_with(FenceCatalog *cat, Oid relid, const char *command,
 			const char *message, const char *why)
 {
 	bool		protected;
 
 	if (ddl_declared(cat, relid, command))
 		return;
-	protected = fence_registry_lookup(cat, relid, NULL, NULL, NULL);
+	protected = fence_protected_lookup(cat, relid, NULL, NULL, NULL);
 	ereport(ERROR,
-			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+			(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 			 message ? errmsg_internal("%s", message) :
 			 errmsg("cannot run %s on protected table \"%s\"", command,
 					fence_rel_display_name(relid)),
@@ -167,10 +165,10 @@ refuse_with(FenceCatalog *cat, Oid relid, const char *command,
 }
 
 /* Refuse a command on a protected relation, unless it was declared. */
-static void
-refuse(FenceCatalog *cat, Oid relid, const char *command, const char *why)
+void
+fence_ddl_refuse(FenceCatalog *cat, Oid relid, const char *command, const char *why)
 {
-	refuse_with(cat, relid, command, NULL, why);
+	fence_ddl_refuse_with(cat, relid, command, NULL, why);
 }
 
 /*
@@ -203,7 +201,7 @@ is_fence_trigger(FenceCatalog *cat, Oid relid, const char *tgname)
 		}
 	}
 	relation_close(rel, AccessShareLock);
-	return found && fence_registry_lookup(cat, relid, NULL, NULL, NULL);
+	return found && fence_protected_lookup(cat, relid, NULL, NULL, NULL);
 }
 
 /* Is the expression a constant 0 or NULL (a harmless epoch default)? */
@@ -256,7 +254,7 @@ static void
 refuse_counter_change(void)
 {
 	ereport(ERROR,
-			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+			(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 			 errmsg("cannot alter fence's token counter"),
 			 errdetail("Every token must stay above every token issued before it.")));
 }
@@ -265,40 +263,10 @@ static void
 refuse_fence_relation(Oid relid)
 {
 	ereport(ERROR,
-			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+			(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 			 errmsg("cannot alter fence's own relation \"%s\"",
 					fence_rel_display_name(relid)),
 			 errdetail("fence finds its relations by name, and every token must stay above every token issued before it.")));
-}
-
-/*
- * Does the relation (its whole tree) hold no row?  Read with the latest
- * snapshot (the caller has just waited for its lock, and rows committed
- * meanwhile count), as the table's owner with row-level security off: a
- * policy that hides rows must not make a table look empty.
- */
-static bool
-rel_is_empty(Oid relid)
-{
-	bool		empty;
-	SPIPlanPtr	plan;
-	FenceSavedUser saved;
-	int			ret;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	fence_become_owner(fence_rel_owner(relid), &saved);
-	plan = SPI_prepare(psprintf("SELECT FROM %s LIMIT 1", fence_rel_query_name(relid)),
-					   0, NULL);
-	ret = plan ? SPI_execute_snapshot(plan, NULL, NULL, GetLatestSnapshot(),
-									  InvalidSnapshot, true, false, 1) : SPI_ERROR_ARGUMENT;
-	fence_restore_user(&saved);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "could not read relation %u", relid);
-	empty = (SPI_processed == 0);
-	if (SPI_finish() != SPI_OK_FINISH)
-		elog(ERROR, "SPI_finish failed");
-	return empty;
 }
 
 /*
@@ -321,7 +289,7 @@ check_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *command,
 	if (!fence_may_manage(child) || !fence_may_manage(parent))
 		return;
 	if (get_rel_persistence(child) == RELPERSISTENCE_UNLOGGED)
-		refuse(cat, parent, command,
+		fence_ddl_refuse(cat, parent, command,
 			   psprintf("Table \"%s\" is unlogged: a crash would lose writes that fence accepted.",
 						fence_rel_display_name(child)));
 
@@ -331,37 +299,8 @@ check_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *command,
 	 * same command; if the end of the command refuses the table, the drop
 	 * rolls back with it).
 	 */
-	if (attach && fence_registry_lookup(cat, child, NULL, NULL, NULL))
+	if (attach && fence_protected_lookup(cat, child, NULL, NULL, NULL))
 		fence_drop_guards(cat, child);
-}
-
-/*
- * At the end of ATTACH or INHERIT into a protected tree: the table that
- * joined may keep its rows if a guard of the same column, mode and form
- * checked them, or if it has none.  Read with the latest snapshot, under
- * the command's own lock, as the table's owner with row-level security
- * off: a policy that hides rows must not make a table look empty.
- */
-static void
-end_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *column,
-			 const char *mode, const char *form, const char *command)
-{
-	char	   *ccolumn;
-	char	   *cmode;
-	char	   *cform;
-
-	/* A foreign table is refused as a member (fence_protect_tree, 42809). */
-	if (get_rel_relkind(child) == RELKIND_FOREIGN_TABLE)
-		return;
-	if (fence_registry_lookup(cat, child, &ccolumn, &cmode, &cform) &&
-		strcmp(ccolumn, column) == 0 && strcmp(cmode, mode) == 0 &&
-		fence_form_is_after(cform) == fence_form_is_after(form))
-		return;
-	if (rel_is_empty(child))
-		return;
-	refuse(cat, parent, command,
-		   psprintf("Table \"%s\" has rows that no fencing token checked; only an empty table, or one protected with the same epoch column, mode and form, may join a protected table.",
-					fence_rel_display_name(child)));
 }
 
 /* Is the ALTER TABLE subcommand one that check_alter_table looks at? */
@@ -392,7 +331,7 @@ alter_cmd_checked(AlterTableType subtype)
 static void
 check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 {
-	Oid			relid = rangevar_relid(stmt->relation);
+	Oid			relid = fence_rangevar_relid(stmt->relation);
 	char	   *column = NULL;
 	char	   *mode = NULL;
 	char	   *form = NULL;
@@ -410,7 +349,7 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 			break;
 	if (lc == NULL)
 		return;
-	protected = fence_registry_lookup(cat, relid, &column, &mode, &form);
+	protected = fence_protected_lookup(cat, relid, &column, &mode, &form);
 
 	foreach(lc, stmt->cmds)
 	{
@@ -418,13 +357,13 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 
 		if (cmd->subtype == AT_AddInherit)
 		{
-			Oid			parent = rangevar_relid((RangeVar *) cmd->def);
+			Oid			parent = fence_rangevar_relid((RangeVar *) cmd->def);
 			char	   *pcolumn;
 			char	   *pmode;
 			char	   *pform;
 
 			if (OidIsValid(parent) &&
-				fence_registry_lookup(cat, parent, &pcolumn, &pmode, &pform))
+				fence_protected_lookup(cat, parent, &pcolumn, &pmode, &pform))
 				check_incoming(cat, parent, relid, "INHERIT", false);
 			continue;
 		}
@@ -435,57 +374,57 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 		{
 			case AT_DisableTrig:
 				if (is_fence_trigger(cat, relid, cmd->name))
-					refuse(cat, relid, "DISABLE TRIGGER",
+					fence_ddl_refuse(cat, relid, "DISABLE TRIGGER",
 						   "Writes would then go through without a fencing token.");
 				break;
 			case AT_DisableTrigAll:
-				refuse(cat, relid, "DISABLE TRIGGER ALL",
+				fence_ddl_refuse(cat, relid, "DISABLE TRIGGER ALL",
 					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
 				break;
 			case AT_DisableTrigUser:
-				refuse(cat, relid, "DISABLE TRIGGER USER",
+				fence_ddl_refuse(cat, relid, "DISABLE TRIGGER USER",
 					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
 				break;
 			case AT_EnableTrig:
 			case AT_EnableReplicaTrig:
 				if (is_fence_trigger(cat, relid, cmd->name))
-					refuse(cat, relid,
+					fence_ddl_refuse(cat, relid,
 						   cmd->subtype == AT_EnableTrig ? "ENABLE TRIGGER" : "ENABLE REPLICA TRIGGER",
 						   "fence's triggers are ENABLE ALWAYS; otherwise they do not fire for some values of session_replication_role.");
 				break;
 			case AT_AlterColumnType:
 				if (((ColumnDef *) cmd->def)->raw_default != NULL)
-					refuse(cat, relid, "ALTER COLUMN ... TYPE ... USING",
+					fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE ... USING",
 						   "It rewrites stored values without a fencing token.");
 				else if (strcmp(cmd->name, column) == 0 &&
 						 !is_bigint_type((ColumnDef *) cmd->def))
-					refuse(cat, relid, "ALTER COLUMN ... TYPE on the epoch column",
+					fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE on the epoch column",
 						   "The epoch column must stay bigint.");
 				break;
 			case AT_AddIdentity:
 			case AT_SetIdentity:
 				if (strcmp(cmd->name, column) == 0)
-					refuse(cat, relid, "ADD/SET GENERATED ... AS IDENTITY on the epoch column",
+					fence_ddl_refuse(cat, relid, "ADD/SET GENERATED ... AS IDENTITY on the epoch column",
 						   "It would stamp rows with an epoch no token vouched for.");
 				break;
 			case AT_SetUnLogged:
-				refuse(cat, relid, "SET UNLOGGED",
+				fence_ddl_refuse(cat, relid, "SET UNLOGGED",
 					   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
 				break;
 			case AT_DropColumn:
 				if (strcmp(cmd->name, column) == 0)
-					refuse(cat, relid, "DROP COLUMN on the epoch column",
+					fence_ddl_refuse(cat, relid, "DROP COLUMN on the epoch column",
 						   "Every row would forget which execution wrote it last.");
 				break;
 			case AT_ColumnDefault:
 				if (strcmp(cmd->name, column) == 0 && cmd->def != NULL &&
 					!is_zero_or_null(cmd->def))
-					refuse(cat, relid, "SET DEFAULT on the epoch column",
+					fence_ddl_refuse(cat, relid, "SET DEFAULT on the epoch column",
 						   "A default other than 0 or NULL would stamp rows with an epoch no token vouched for.");
 				break;
 			case AT_AttachPartition:
 				check_incoming(cat, relid,
-							   rangevar_relid(((PartitionCmd *) cmd->def)->name),
+							   fence_rangevar_relid(((PartitionCmd *) cmd->def)->name),
 							   "ATTACH PARTITION", true);
 				break;
 			default:
@@ -503,23 +442,23 @@ check_rename(FenceCatalog *cat, RenameStmt *stmt)
 	if ((stmt->renameType == OBJECT_TABLE || stmt->renameType == OBJECT_SEQUENCE ||
 		 stmt->renameType == OBJECT_COLUMN || stmt->renameType == OBJECT_INDEX) &&
 		stmt->relation != NULL &&
-		is_fence_relation(cat, rangevar_relid(stmt->relation)))
-		refuse_fence_relation(rangevar_relid(stmt->relation));
+		is_fence_relation(cat, fence_rangevar_relid(stmt->relation)))
+		refuse_fence_relation(fence_rangevar_relid(stmt->relation));
 
 	switch (stmt->renameType)
 	{
 		case OBJECT_TRIGGER:
-			relid = rangevar_relid(stmt->relation);
+			relid = fence_rangevar_relid(stmt->relation);
 			if (is_fence_trigger(cat, relid, stmt->subname))
-				refuse(cat, relid, "ALTER TRIGGER ... RENAME",
+				fence_ddl_refuse(cat, relid, "ALTER TRIGGER ... RENAME",
 					   "fence's triggers keep their names, so that they fire last.");
 			break;
 		case OBJECT_COLUMN:
-			relid = rangevar_relid(stmt->relation);
+			relid = fence_rangevar_relid(stmt->relation);
 			if (OidIsValid(relid) &&
-				fence_registry_lookup(cat, relid, &column, NULL, NULL) &&
+				fence_protected_lookup(cat, relid, &column, NULL, NULL) &&
 				strcmp(stmt->subname, column) == 0)
-				refuse(cat, relid, "RENAME COLUMN on the epoch column",
+				fence_ddl_refuse(cat, relid, "RENAME COLUMN on the epoch column",
 					   "The guard finds the epoch column by its name.");
 			break;
 		default:
@@ -555,8 +494,8 @@ guard_args_ok(List *args, Oid relid)
  * The after form's WHEN clause is compared once the trigger exists
  * (fence_after_when_is_canonical): here it need only have one.
  */
-static bool
-trigger_is_canonical(FenceCatalog *cat, CreateTrigStmt *stmt, Oid fnoid,
+bool
+fence_trigger_is_canonical(FenceCatalog *cat, CreateTrigStmt *stmt, Oid fnoid,
 					 Oid relid)
 {
 	if (stmt->columns != NIL || stmt->isconstraint || stmt->transitionRels != NIL)
@@ -584,7 +523,7 @@ trigger_is_canonical(FenceCatalog *cat, CreateTrigStmt *stmt, Oid fnoid,
 static void
 check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 {
-	Oid			relid = rangevar_relid(stmt->relation);
+	Oid			relid = fence_rangevar_relid(stmt->relation);
 	Oid			fnoid;
 	bool		fence_fn;
 
@@ -595,10 +534,10 @@ check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 				(OidIsValid(cat->guard_after_fn) && fnoid == cat->guard_after_fn));
 
 	if (stmt->replace && is_fence_trigger(cat, relid, stmt->trigname))
-		refuse(cat, relid, "CREATE OR REPLACE TRIGGER",
+		fence_ddl_refuse(cat, relid, "CREATE OR REPLACE TRIGGER",
 			   "It would replace one of fence's triggers.");
-	if (fence_fn && !trigger_is_canonical(cat, stmt, fnoid, relid))
-		refuse_with(cat, relid, "CREATE TRIGGER",
+	if (fence_fn && !fence_trigger_is_canonical(cat, stmt, fnoid, relid))
+		fence_ddl_refuse_with(cat, relid, "CREATE TRIGGER",
 					psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
 							 stmt->trigname, get_func_name(fnoid),
 							 fence_rel_display_name(relid)),
@@ -606,9 +545,9 @@ check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 			   "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
 			   "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
 			   "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
-	if ((fence_fn || fence_registry_lookup(cat, relid, NULL, NULL, NULL)) &&
+	if ((fence_fn || fence_protected_lookup(cat, relid, NULL, NULL, NULL)) &&
 		!fence_may_manage(relid))
-		refuse(cat, relid, "CREATE TRIGGER",
+		fence_ddl_refuse(cat, relid, "CREATE TRIGGER",
 			   "Only the table's owner or a superuser may create triggers on a protected table: "
 			   "a BEFORE trigger runs before the guard's check and can change the row.");
 
@@ -668,9 +607,9 @@ check_drop(FenceCatalog *cat, DropStmt *stmt)
 			if (list_length(names) < 2)
 				continue;
 			relnames = list_truncate(list_copy(names), list_length(names) - 1);
-			relid = rangevar_relid(makeRangeVarFromNameList(relnames));
+			relid = fence_rangevar_relid(makeRangeVarFromNameList(relnames));
 			if (is_fence_trigger(cat, relid, strVal(llast(names))))
-				refuse(cat, relid, "DROP TRIGGER",
+				fence_ddl_refuse(cat, relid, "DROP TRIGGER",
 					   "Writes would then go through without a fencing token.");
 		}
 	}
@@ -679,9 +618,9 @@ check_drop(FenceCatalog *cat, DropStmt *stmt)
 		foreach(lc, stmt->objects)
 		{
 			if (get_namespace_oid(strVal(lfirst(lc)), true) == cat->nspid &&
-				stmt->behavior == DROP_CASCADE && fence_registry_any(cat))
+				stmt->behavior == DROP_CASCADE && fence_protected_any(cat))
 				ereport(ERROR,
-						(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+						(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 						 errmsg("cannot drop schema \"%s\", which holds extension fence, while tables are protected",
 								strVal(lfirst(lc))),
 						 errdetail("Dropping it would drop the extension: every guard, and the token counter."),
@@ -693,9 +632,9 @@ check_drop(FenceCatalog *cat, DropStmt *stmt)
 		foreach(lc, stmt->objects)
 		{
 			if (strcmp(strVal(lfirst(lc)), "fence") == 0 &&
-				fence_registry_any(cat))
+				fence_protected_any(cat))
 				ereport(ERROR,
-						(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+						(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 						 errmsg("cannot drop extension fence while tables are protected"),
 						 errdetail("Dropping it would drop every guard and restart the token counter at 1."),
 						 errhint("Run fence_unprotect() on each table in fence_protected first.")));
@@ -712,10 +651,10 @@ check_create_table(FenceCatalog *cat, CreateStmt *stmt)
 		return;
 	foreach(lc, stmt->inhRelations)
 	{
-		Oid			parent = rangevar_relid((RangeVar *) lfirst(lc));
+		Oid			parent = fence_rangevar_relid((RangeVar *) lfirst(lc));
 
-		if (OidIsValid(parent) && fence_registry_lookup(cat, parent, NULL, NULL, NULL))
-			refuse(cat, parent,
+		if (OidIsValid(parent) && fence_protected_lookup(cat, parent, NULL, NULL, NULL))
+			fence_ddl_refuse(cat, parent,
 				   stmt->partbound ? "CREATE UNLOGGED TABLE ... PARTITION OF" :
 				   "CREATE UNLOGGED TABLE ... INHERITS",
 				   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
@@ -771,10 +710,10 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 			break;
 		case T_RuleStmt:
 			{
-				Oid			relid = rangevar_relid(((RuleStmt *) parsetree)->relation);
+				Oid			relid = fence_rangevar_relid(((RuleStmt *) parsetree)->relation);
 
-				if (OidIsValid(relid) && fence_registry_lookup(cat, relid, NULL, NULL, NULL))
-					refuse(cat, relid, "CREATE RULE",
+				if (OidIsValid(relid) && fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+					fence_ddl_refuse(cat, relid, "CREATE RULE",
 						   "A rule can rewrite a write into one the guard never sees, and the writer is told it succeeded.");
 			}
 			break;
@@ -787,7 +726,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 					check_create_table(cat, (CreateStmt *) lfirst(lc));
 			break;
 		case T_AlterSeqStmt:
-			if (rangevar_relid(((AlterSeqStmt *) parsetree)->sequence) ==
+			if (fence_rangevar_relid(((AlterSeqStmt *) parsetree)->sequence) ==
 				get_relname_relid("fence_token_seq", cat->nspid))
 				refuse_counter_change();
 			break;
@@ -796,8 +735,8 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 				AlterObjectSchemaStmt *stmt = (AlterObjectSchemaStmt *) parsetree;
 
 				if (stmt->relation != NULL &&
-					is_fence_relation(cat, rangevar_relid(stmt->relation)))
-					refuse_fence_relation(rangevar_relid(stmt->relation));
+					is_fence_relation(cat, fence_rangevar_relid(stmt->relation)))
+					refuse_fence_relation(fence_rangevar_relid(stmt->relation));
 			}
 			break;
 		default:
@@ -857,8 +796,8 @@ kept_plan(SPIPlanPtr *plan, const char *query)
  * The relations of the command, by one of the queries above (COMMAND_TOUCHED
  * if touched, else COMMAND_TABLES).
  */
-static List *
-command_relids(bool touched)
+List *
+fence_ddl_command_relids(bool touched)
 {
 	static SPIPlanPtr tables_plan = NULL;
 	static SPIPlanPtr touched_plan = NULL;
@@ -889,256 +828,6 @@ command_relids(bool touched)
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 	return relids;
-}
-
-/*
- * The direct parents of a relation (partition parent or inheritance), from
- * pg_inherits through its index: the catalog snapshot sees the command's
- * own rows.  (The end of every DDL command asks this: no SPI, no planning.)
- */
-static List *
-rel_parents(Oid relid)
-{
-	List	   *parents = NIL;
-	Relation	inhrel = table_open(InheritsRelationId, AccessShareLock);
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-
-	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
-				F_OIDEQ, ObjectIdGetDatum(relid));
-	scan = systable_beginscan(inhrel, InheritsRelidSeqnoIndexId, true, NULL, 1, &key);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
-		parents = lappend_oid(parents, ((Form_pg_inherits) GETSTRUCT(tup))->inhparent);
-	systable_endscan(scan);
-	table_close(inhrel, AccessShareLock);
-	return parents;
-}
-
-/* A relation created as a child of a protected one is protected the same way. */
-static void
-protect_new_children(FenceCatalog *cat)
-{
-	List	   *relids = command_relids(false);
-	ListCell   *lc;
-
-	foreach(lc, relids)
-	{
-		Oid			relid = lfirst_oid(lc);
-		char		relkind = get_rel_relkind(relid);
-		ListCell   *plc;
-
-		if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE &&
-			relkind != RELKIND_FOREIGN_TABLE)
-			continue;
-		foreach(plc, rel_parents(relid))
-		{
-			char	   *column;
-			char	   *mode;
-			char	   *form;
-
-			if (fence_registry_lookup(cat, lfirst_oid(plc), &column, &mode, &form))
-			{
-				fence_protect_tree(cat, relid, column, mode, form);
-				break;
-			}
-		}
-	}
-}
-
-/* A table joined or left a protected tree: protect its tree, and record it. */
-static void
-protect_and_record(FenceCatalog *cat, Oid relid, const char *column,
-				   const char *mode, const char *form, const char *action,
-				   const char *detail)
-{
-	fence_protect_tree(cat, relid, column, mode, form);
-	fence_audit(cat, action, relid, NULL, detail, NULL);
-}
-
-static void
-end_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
-{
-	Oid			relid = rangevar_relid(stmt->relation);
-	char	   *column = NULL;
-	char	   *mode = NULL;
-	char	   *form = NULL;
-	bool		protected;
-	ListCell   *lc;
-
-	if (!OidIsValid(relid))
-		return;
-	foreach(lc, stmt->cmds)
-	{
-		AlterTableType subtype = ((AlterTableCmd *) lfirst(lc))->subtype;
-
-		if (subtype == AT_AttachPartition || subtype == AT_DetachPartition ||
-			subtype == AT_DetachPartitionFinalize ||
-			subtype == AT_AddInherit || subtype == AT_EnableTrigAll ||
-			subtype == AT_EnableTrigUser)
-			break;
-	}
-	if (lc == NULL)
-		return;
-	protected = fence_registry_lookup(cat, relid, &column, &mode, &form);
-
-	foreach(lc, stmt->cmds)
-	{
-		AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
-		Oid			child;
-
-		switch (cmd->subtype)
-		{
-			case AT_AttachPartition:
-				child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
-				if (protected && OidIsValid(child))
-				{
-					end_incoming(cat, relid, child, column, mode, form, "ATTACH PARTITION");
-					protect_and_record(cat, child, column, mode, form, "attach",
-									   psprintf("ATTACH PARTITION to %s",
-												fence_rel_query_name(relid)));
-				}
-				break;
-			case AT_DetachPartition:
-			case AT_DetachPartitionFinalize:
-				{
-					char	   *ccolumn;
-					char	   *cmode;
-					char	   *cform;
-
-					child = rangevar_relid(((PartitionCmd *) cmd->def)->name);
-					/* DETACH dropped the cloned guard: the data keeps its protection. */
-					if (OidIsValid(child) &&
-						fence_registry_lookup(cat, child, &ccolumn, &cmode, &cform))
-						protect_and_record(cat, child, ccolumn, cmode, cform, "detach",
-										   psprintf("DETACH PARTITION from %s",
-													fence_rel_query_name(relid)));
-				}
-				break;
-			case AT_AddInherit:
-				{
-					Oid			parent = rangevar_relid((RangeVar *) cmd->def);
-					char	   *pcolumn;
-					char	   *pmode;
-					char	   *pform;
-
-					if (OidIsValid(parent) &&
-						fence_registry_lookup(cat, parent, &pcolumn, &pmode, &pform))
-					{
-						end_incoming(cat, parent, relid, pcolumn, pmode, pform, "INHERIT");
-						/* its own guard, of whatever settings, becomes the tree's */
-						fence_drop_guards(cat, relid);
-						protect_and_record(cat, relid, pcolumn, pmode, pform, "attach",
-										   psprintf("INHERIT %s",
-													fence_rel_query_name(parent)));
-					}
-				}
-				break;
-			case AT_EnableTrigAll:
-			case AT_EnableTrigUser:
-				if (protected)
-					fence_heal_triggers(cat, relid);
-				break;
-			default:
-				break;
-		}
-	}
-}
-
-/*
- * The canonical CREATE TRIGGER of the guard protects its table's tree, as
- * fence_protect() would: registry rows, a guard for each legacy child, a
- * TRUNCATE refusal for every member (check_create_trigger explains how a
- * restore's own CREATE TRIGGERs of those then take their place).  A guard
- * for INSERT OR DELETE only is the after form's, which gets its
- * zz_fence_guard_update the same way.  That trigger's WHEN clause is
- * compared here, now that it is stored: another one is refused.
- */
-static void
-end_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
-{
-	Oid			relid = rangevar_relid(stmt->relation);
-	Oid			fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
-	const char *column = FENCE_DEFAULT_EPOCH_COLUMN;
-	const char *mode = fence_mode_name(FENCE_DEFAULT_MODE);
-	const char *form;
-
-	if (!OidIsValid(relid) || !OidIsValid(fnoid))
-		return;
-
-	/*
-	 * A restore creates fence's TRUNCATE refusal and the after form's UPDATE
-	 * check in place of the ones fence made, and makes them ENABLE ALWAYS
-	 * only in a later command: make them so now, as fence_protect does.
-	 */
-	if ((fnoid == cat->refuse_truncate_fn || fnoid == cat->guard_after_fn) &&
-		trigger_is_canonical(cat, stmt, fnoid, relid) &&
-		fence_registry_lookup(cat, relid, NULL, NULL, NULL))
-		fence_heal_triggers(cat, relid);
-	if (fnoid != cat->guard_fn && fnoid != cat->guard_after_fn)
-		return;
-	if (fnoid == cat->guard_after_fn)
-	{
-		if (trigger_is_canonical(cat, stmt, fnoid, relid) &&
-			!fence_after_when_is_canonical(cat, relid, stmt->trigname))
-			refuse_with(cat, relid, "CREATE TRIGGER",
-						psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
-								 stmt->trigname, get_func_name(fnoid),
-								 fence_rel_display_name(relid)),
-						"Its WHEN clause is not the one fence_protect(..., form => 'after') creates, "
-						"NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode') "
-						"with the trigger's column and mode.");
-		return;
-	}
-
-	/* A declared odd trigger of fence's function protects nothing. */
-	if (!trigger_is_canonical(cat, stmt, fnoid, relid))
-		return;
-	if (list_length(stmt->args) >= 1)
-		column = strVal(linitial(stmt->args));
-	if (list_length(stmt->args) >= 2)
-		mode = strVal(lsecond(stmt->args));
-	form = fence_form_name((stmt->events & TRIGGER_TYPE_UPDATE) ?
-						   FENCE_FORM_BEFORE : FENCE_FORM_AFTER);
-	fence_protect_tree(cat, relid, column, mode, form);
-	fence_heal_triggers(cat, relid);
-	fence_audit(cat, "protect", relid, NULL,
-				fence_form_is_after(form) ?
-				psprintf("CREATE TRIGGER %s (%s, %s), form after", FENCE_GUARD_TRIGGER,
-						 quote_literal_cstr(column), quote_literal_cstr(mode)) :
-				psprintf("CREATE TRIGGER %s (%s, %s)", FENCE_GUARD_TRIGGER,
-						 quote_literal_cstr(column), quote_literal_cstr(mode)),
-				NULL);
-}
-
-/* A protected relation renamed, or moved to another schema: recorded. */
-static void
-end_rename(FenceCatalog *cat, const char *command)
-{
-	ListCell   *lc;
-
-	foreach(lc, command_relids(false))
-	{
-		Oid			relid = lfirst_oid(lc);
-
-		if (fence_registry_lookup(cat, relid, NULL, NULL, NULL))
-			fence_audit(cat, "rename", relid, NULL, command, NULL);
-	}
-}
-
-/* Does the CREATE (TABLE, FOREIGN TABLE, SCHEMA) make a child of a table? */
-static bool
-creates_child(Node *parsetree)
-{
-	ListCell   *lc;
-
-	if (IsA(parsetree, CreateStmt) || IsA(parsetree, CreateForeignTableStmt))
-		return ((CreateStmt *) parsetree)->inhRelations != NIL;
-	foreach(lc, ((CreateSchemaStmt *) parsetree)->schemaElts)
-		if (IsA(lfirst(lc), CreateStmt) &&
-			((CreateStmt *) lfirst(lc))->inhRelations != NIL)
-			return true;
-	return false;
 }
 
 /* The transaction's memory is gone: so is drop_touched. */
@@ -1187,7 +876,7 @@ declared_in_tree(FenceCatalog *cat, Oid relid, const char *command)
 		seen = lappend_oid(seen, r);
 		if (ddl_declared(cat, r, command))
 			return true;
-		todo = list_concat(todo, rel_parents(r));
+		todo = list_concat(todo, fence_rel_parents(r));
 	}
 	return false;
 }
@@ -1203,8 +892,8 @@ registered_root(FenceCatalog *cat, Oid relid)
 		ListCell   *lc;
 
 		moved = false;
-		foreach(lc, rel_parents(relid))
-			if (fence_registry_lookup(cat, lfirst_oid(lc), NULL, NULL, NULL))
+		foreach(lc, fence_rel_parents(relid))
+			if (fence_protected_lookup(cat, lfirst_oid(lc), NULL, NULL, NULL))
 			{
 				relid = lfirst_oid(lc);
 				moved = true;
@@ -1231,11 +920,11 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
 	if (declared_in_tree(cat, relid, command))
 		return;
 	root = registered_root(cat, relid);
-	if (!fence_registry_lookup(cat, root, &column, &mode, &form))
+	if (!fence_protected_lookup(cat, root, &column, &mode, &form))
 		elog(ERROR, "relation %u is not registered", root);
 	detail[0] = pg_toupper((unsigned char) detail[0]);
 	ereport(ERROR,
-			(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+			(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 			 errmsg("%s would leave protected table \"%s\" unguarded",
 					command, fence_rel_display_name(relid)),
 			 errdetail("%s.", detail),
@@ -1273,18 +962,18 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 	bool		event_triggers_checked = false;
 	char	   *event_problem = NULL;
 
-	if (!fence_registry_any(cat))
+	if (!fence_protected_any(cat))
 	{
 		drop_touched = NIL;
 		return;
 	}
-	touched = command_relids(true);
+	touched = fence_ddl_command_relids(true);
 	foreach(lc, drop_touched)
 		touched = list_append_unique_oid(touched, lfirst_oid(lc));
 	drop_touched = NIL;
 	if (IsA(parsetree, AlterTableStmt))
 	{
-		Oid			relid = rangevar_relid(((AlterTableStmt *) parsetree)->relation);
+		Oid			relid = fence_rangevar_relid(((AlterTableStmt *) parsetree)->relation);
 
 		if (OidIsValid(relid))
 			touched = list_append_unique_oid(touched, relid);
@@ -1295,9 +984,9 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 
 			if (cmd->subtype == AT_AttachPartition || cmd->subtype == AT_DetachPartition ||
 				cmd->subtype == AT_DetachPartitionFinalize)
-				other = rangevar_relid(((PartitionCmd *) cmd->def)->name);
+				other = fence_rangevar_relid(((PartitionCmd *) cmd->def)->name);
 			else if (cmd->subtype == AT_AddInherit || cmd->subtype == AT_DropInherit)
-				other = rangevar_relid((RangeVar *) cmd->def);
+				other = fence_rangevar_relid((RangeVar *) cmd->def);
 			if (OidIsValid(other))
 				touched = list_append_unique_oid(touched, other);
 		}
@@ -1320,7 +1009,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 			if (list_member_oid(todo, r))
 				continue;
 			todo = lappend_oid(todo, r);
-			up = list_concat(up, rel_parents(r));
+			up = list_concat(up, fence_rel_parents(r));
 		}
 		todo = list_concat_unique_oid(todo, find_all_inheritors(relid, NoLock, NULL));
 	}
@@ -1334,7 +1023,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		char	   *problem;
 		ListCell   *clc;
 
-		if (!fence_registry_lookup(cat, relid, &column, &mode, &form))
+		if (!fence_protected_lookup(cat, relid, &column, &mode, &form))
 			continue;
 
 		/*
@@ -1352,7 +1041,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		{
 			event_problem[0] = pg_toupper((unsigned char) event_problem[0]);
 			ereport(ERROR,
-					(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+					(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 					 errmsg("cannot run %s on protected table \"%s\" while fence's event triggers are not intact",
 							command, fence_rel_display_name(relid)),
 					 errdetail("%s: fence's checks of DDL depend on it.", event_problem),
@@ -1407,24 +1096,24 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 		case T_CreateForeignTableStmt:
 		case T_CreateSchemaStmt:
 			/* Only a child (PARTITION OF, INHERITS) can join a protected tree. */
-			if (!creates_child(parsetree))
+			if (!fence_creates_child(parsetree))
 				break;
 			cat = fence_catalog(fcinfo->flinfo->fn_oid);
-			protect_new_children(cat);
+			fence_follow_new_children(cat);
 			break;
 		case T_AlterTableStmt:
 			cat = fence_catalog(fcinfo->flinfo->fn_oid);
-			end_alter_table(cat, (AlterTableStmt *) parsetree);
+			fence_follow_alter_table(cat, (AlterTableStmt *) parsetree);
 			break;
 		case T_CreateTrigStmt:
 			cat = fence_catalog(fcinfo->flinfo->fn_oid);
-			end_create_trigger(cat, (CreateTrigStmt *) parsetree);
+			fence_follow_create_trigger(cat, (CreateTrigStmt *) parsetree);
 			break;
 		case T_RenameStmt:
 			if (((RenameStmt *) parsetree)->renameType == OBJECT_TABLE)
 			{
 				cat = fence_catalog(fcinfo->flinfo->fn_oid);
-				end_rename(cat, psprintf("RENAME TO %s",
+				fence_follow_rename(cat, psprintf("RENAME TO %s",
 										  quote_identifier(((RenameStmt *) parsetree)->newname)));
 			}
 			break;
@@ -1432,7 +1121,7 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 			if (((AlterObjectSchemaStmt *) parsetree)->objectType == OBJECT_TABLE)
 			{
 				cat = fence_catalog(fcinfo->flinfo->fn_oid);
-				end_rename(cat, psprintf("SET SCHEMA %s",
+				fence_follow_rename(cat, psprintf("SET SCHEMA %s",
 										  quote_identifier(((AlterObjectSchemaStmt *) parsetree)->newschema)));
 			}
 			break;
@@ -1467,7 +1156,7 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 	if (in_fence_script())
 		PG_RETURN_VOID();
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	if (!fence_registry_any(cat))
+	if (!fence_protected_any(cat))
 		PG_RETURN_VOID();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
@@ -1518,10 +1207,10 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 	{
 		Oid			relid = list_nth_oid(relids, j);
 
-		if (fence_registry_lookup(cat, relid, NULL, NULL, NULL))
+		if (fence_protected_lookup(cat, relid, NULL, NULL, NULL))
 		{
-			fence_registry_forget(cat, relid);
-			fence_audit(cat, "drop", InvalidOid, (char *) list_nth(names, j),
+			fence_protected_forget(cat, relid);
+			fence_audit_log_append(cat, "drop", InvalidOid, (char *) list_nth(names, j),
 						"DROP", NULL);
 		}
 	}
@@ -1556,8 +1245,8 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 	if ((reason & AT_REWRITE_COLUMN_REWRITE) == 0)
 		PG_RETURN_VOID();
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	if (fence_registry_lookup(cat, relid, NULL, NULL, NULL))
-		refuse(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table",
+	if (fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+		fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table",
 			   "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
 	PG_RETURN_VOID();
 }
@@ -1590,14 +1279,14 @@ fence_allow_ddl(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
-	if (!fence_registry_lookup(cat, relid, NULL, NULL, NULL))
+	if (!fence_protected_lookup(cat, relid, NULL, NULL, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",
 						fence_rel_display_name(relid))));
 
 	fence_xact_allow_ddl(relid);
-	fence_audit(cat, "allow_ddl", relid, NULL, "fence_allow_ddl", reason);
+	fence_audit_log_append(cat, "allow_ddl", relid, NULL, "fence_allow_ddl", reason);
 	if (!IsTransactionBlock())
 		ereport(WARNING,
 				(errcode(ERRCODE_NO_ACTIVE_SQL_TRANSACTION),

@@ -210,7 +210,7 @@ fence_once(PG_FUNCTION_ARGS)
 
 	if (fence_trigger_depth() > 0)
 		ereport(ERROR,
-				(errcode(fence_refused(ERRCODE_FENCE_DDL_REFUSED)),
+				(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 				 errmsg("fence_once cannot be called from a trigger"),
 				 errdetail("A key recorded by a trigger would be recorded for the statement that fired it, which no token vouched for."),
 				 errhint("Call fence_once in the transaction, after fence_begin, before the statements that make the effect.")));

@@ -317,7 +317,7 @@ REVOKE ALL ON FUNCTION fence_release_any(pg_catalog.text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence_renew_any(pg_catalog.text, pg_catalog.interval) FROM PUBLIC;
 
 --
--- fence_audit(scan_rows): what fence cannot refuse, reported (report.c).
+-- fence_audit(scan_rows): what fence cannot refuse, reported (audit.c).
 -- A superuser can disable fence's event triggers, declare DDL that disarms
 -- a table and leave it so, write fence_claims or fence_protected, or setval
 -- the counter; none of this is DDL that fence's event triggers can refuse.

@@ -4,48 +4,60 @@
  *	  Declarations shared by the parts of the fence extension.
  *
  * fence makes PostgreSQL the arbiter of fencing tokens for job workers.
- * The parts are:
+ * The parts, each with one job:
  *
- *	fence.c		module entry, argument checks, the catalog of fence's own
- *				relations (found from the schema the extension lives in)
- *	claims.c	the claims registry: fence_claim, fence_renew, fence_release,
- *				fence_current, fence_is_current; every read and write of
- *				fence_claims
+ *	fence.c		module entry and settings; the catalog of fence's own objects
+ *				(fence_catalog: its relations and functions, found from the
+ *				schema the extension lives in, rebuilt after invalidations);
+ *				the checks of SQL arguments; the mode and form names; running
+ *				as a relation's owner
+ *	claims.c	the claims registry (fence_claims): fence_claim, fence_renew,
+ *				fence_release, fence_current, fence_is_current; every write
+ *				of it and every read that decides a claim
  *	token.c		the token arbiter: the lock tags that serialise writers
- *				against takeovers, "is this token current?", the 5F001 and
- *				5F004 reports, fence_hold_token and fence_begin
- *	xact.c		per-transaction state: the token bound by fence_begin and the
- *				tokens already validated and locked, kept correct across
- *				savepoints and catalog rebuilds
- *	guard.c		the fence_guard() row trigger and the TRUNCATE refusal
- *	protect.c	the registry of protected relations (fence_protected),
- *				fence_protect(), fence_unprotect(), and the triggers that
- *				carry protection across a partition or inheritance tree
+ *				against takeovers, "is this token current?"
+ *				(fence_hold_token), the 5F001 and 5F004 reports, the
+ *				counter's timeline ranges, fence_advance
+ *	binding.c	the session binding: fence_begin, fence_begin_fresh
+ *	xact.c		per-transaction state: the bound token and the tokens already
+ *				validated and locked, kept correct across savepoints and
+ *				catalog rebuilds
+ *	guard.c		the guard in its two forms: fence_guard() (before), and
+ *				fence_update_allowed() with fence_guard_after() (after); the
+ *				TRUNCATE refusal
+ *	protect.c	the protected-relations registry (fence_protected):
+ *				fence_protect(), fence_unprotect(), the triggers that carry
+ *				protection, and their creation across a partition or
+ *				inheritance tree
  *	intact.c	what "protected" means, once: the state a protected
  *				relation, its tree and fence's event triggers must be in,
  *				as findings that each caller words (protect.c, ddl.c,
- *				report.c)
- *	ddl.c		the event triggers: DDL that would disarm a protected
- *				relation is refused unless declared (fence_allow_ddl, the
- *				fence.allow_ddl setting), early from the parse tree where
- *				it can be seen, and always at the end of the command, from
- *				the catalog, by intact.c's definition; protection follows
- *				the data through CREATE ... PARTITION OF, ATTACH, DETACH
- *				and DROP
- *	audit.c		the audit log, fence_audit_log
- *	report.c	fence_audit(): intact.c's findings and what no DDL check
- *				can refuse (the counter, the claims, the registry), as rows
- *	prune.c		fence_prune_batch: deleting finished claims, under the
- *				locks a takeover takes
+ *				audit.c)
+ *	ddl.c		the DDL checks: the event triggers refuse DDL that would
+ *				disarm a protected relation unless declared
+ *				(fence_allow_ddl, fence.allow_ddl), from the parse tree at
+ *				the start and from the catalog, by intact.c's definition,
+ *				at the end of every command; table_rewrite; sql_drop
+ *	follow.c	protection follows the data: the end of CREATE ... PARTITION
+ *				OF, INHERITS, ATTACH, DETACH, ENABLE TRIGGER ALL, a restore's
+ *				CREATE TRIGGER of the guard, and renames
+ *	audit_log.c	the audit log, fence_audit_log: one row per change to
+ *				protection or declared DDL
+ *	audit.c		fence_audit(): intact.c's findings and what no DDL check can
+ *				refuse (the counter, the claims, the registry), as rows
+ *	prune.c		fence_prune_batch: deleting finished claims, under the locks
+ *				a takeover takes
  *	effects.c	effect keys: fence_once and every write of fence_effects
  *	stats.c		refused writes counted by SQLSTATE and database, and the
  *				repeats fence_once absorbed, in shared memory when fence is
  *				in shared_preload_libraries
+ *	pg_compat.h	every difference between PostgreSQL majors
  *
- * Calls go one way: guard.c, ddl.c and effects.c call token.c, claims.c and
- * protect.c, which call audit.c, xact.c and fence.c.  (token.c reads the
- * registry through claims.c, and claims.c takes token locks through
- * token.c: the two are one layer.)
+ * Calls go one way: guard.c, binding.c, ddl.c, follow.c, audit.c and
+ * effects.c call token.c, claims.c, protect.c and intact.c, which call
+ * audit_log.c, xact.c and fence.c.  (token.c reads the registry through
+ * claims.c, and claims.c takes token locks through token.c: the two are
+ * one layer.)
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -58,6 +70,7 @@
 
 #include "access/attnum.h"
 #include "fmgr.h"
+#include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 #include "storage/lockdefs.h"
@@ -74,7 +87,7 @@
 #define ERRCODE_FENCE_NO_TOKEN		MAKE_SQLSTATE('5','F','0','0','3')
 #define ERRCODE_FENCE_INVALID_TOKEN MAKE_SQLSTATE('5','F','0','0','4')
 #define ERRCODE_FENCE_TRUNCATE		MAKE_SQLSTATE('5','F','0','0','5')
-#define ERRCODE_FENCE_DDL_REFUSED	MAKE_SQLSTATE('5','F','0','0','6')
+#define ERRCODE_FENCE_OPERATION_REFUSED	MAKE_SQLSTATE('5','F','0','0','6')
 
 /* stats.c: every 5F ereport says errcode(fence_refused(ERRCODE_FENCE_...)) */
 extern void fence_stats_init(void);
@@ -248,6 +261,7 @@ pg_noreturn extern void token_report_not_current(FenceCatalog *cat,
 /* protect.c */
 extern char *fence_rel_query_name(Oid relid);
 extern char *fence_rel_display_name(Oid relid);
+extern List *fence_rel_parents(Oid relid);
 extern bool fence_rel_trigger(Oid relid, Oid fnoid, char *tgenabled,
 							  char **tgname);
 extern Oid	fence_rel_owner(Oid relid);
@@ -257,10 +271,10 @@ extern void fence_run_internal_ddl(const char *sql);
 extern int	fence_spi_as_owner(FenceCatalog *cat, const char *table,
 							   const char *sql, int nargs,
 							   const char *const *args);
-extern bool fence_registry_lookup(FenceCatalog *cat, Oid relid,
+extern bool fence_protected_lookup(FenceCatalog *cat, Oid relid,
 								  char **column, char **mode, char **form);
-extern bool fence_registry_any(FenceCatalog *cat);
-extern void fence_registry_forget(FenceCatalog *cat, Oid relid);
+extern bool fence_protected_any(FenceCatalog *cat);
+extern void fence_protected_forget(FenceCatalog *cat, Oid relid);
 extern void fence_protect_tree(FenceCatalog *cat, Oid relid,
 							   const char *column, const char *mode,
 							   const char *form);
@@ -269,6 +283,24 @@ extern void fence_heal_triggers(FenceCatalog *cat, Oid relid);
 
 /* ddl.c */
 extern bool fence_allow_ddl_setting;
+extern Oid	fence_rangevar_relid(RangeVar *rv);
+extern void fence_ddl_refuse(FenceCatalog *cat, Oid relid,
+							 const char *command, const char *why);
+extern void fence_ddl_refuse_with(FenceCatalog *cat, Oid relid,
+								  const char *command, const char *message,
+								  const char *why);
+extern bool fence_trigger_is_canonical(FenceCatalog *cat,
+									   CreateTrigStmt *stmt, Oid fnoid,
+									   Oid relid);
+extern List *fence_ddl_command_relids(bool touched);
+
+/* follow.c */
+extern bool fence_creates_child(Node *parsetree);
+extern void fence_follow_new_children(FenceCatalog *cat);
+extern void fence_follow_alter_table(FenceCatalog *cat, AlterTableStmt *stmt);
+extern void fence_follow_create_trigger(FenceCatalog *cat,
+										CreateTrigStmt *stmt);
+extern void fence_follow_rename(FenceCatalog *cat, const char *command);
 
 /*
  * intact.c: what a protected relation must be, written once.  Each way in
@@ -384,8 +416,8 @@ extern char *fence_tree_broken(FenceCatalog *cat, Oid relid,
 							   const char *form, Oid *where);
 extern char *fence_event_triggers_broken(Oid nspid);
 
-/* audit.c */
-extern void fence_audit(FenceCatalog *cat, const char *action, Oid relid,
+/* audit_log.c */
+extern void fence_audit_log_append(FenceCatalog *cat, const char *action, Oid relid,
 						const char *relname, const char *detail,
 						const char *reason);
 

@@ -35,7 +35,7 @@
  * pg_attrdef, pg_trigger, pg_constraint, pg_depend, pg_event_trigger), and
  * lock no relation: ddl.c calls them after its command has done its work
  * under its own locks, protect.c under fence_protect's, and fence_audit
- * (report.c), which any role may run, under none.  Each way in which a
+ * (audit.c), which any role may run, under none.  Each way in which a
  * relation falls short is a finding (a kind, the relation, the trigger,
  * what was expected), in the order of the list above; the callers word
  * them: the end of a DDL command and fence_protect raise the first one in
@@ -621,7 +621,7 @@ fence_member_finding(FenceCatalog *cat, Oid relid, Oid member,
 	f->column = column;
 	f->mode = mode;
 	f->form = form;
-	if (!fence_registry_lookup(cat, member, &mcolumn, &mmode, &mform))
+	if (!fence_protected_lookup(cat, member, &mcolumn, &mmode, &mform))
 		f->kind = FENCE_FOUND_MEMBER_UNREGISTERED;
 	else if (fence_registration_differs(mcolumn, mmode, mform, column, mode, form))
 	{

@@ -98,6 +98,31 @@ fence_rel_display_name(Oid relid)
 }
 
 /*
+ * The direct parents of a relation (partition parent or inheritance), from
+ * pg_inherits through its index: the catalog snapshot sees the command's
+ * own rows.  (The end of every DDL command asks this: no SPI, no planning.)
+ */
+List *
+fence_rel_parents(Oid relid)
+{
+	List	   *parents = NIL;
+	Relation	inhrel = table_open(InheritsRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	ScanKeyInit(&key, Anum_pg_inherits_inhrelid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(inhrel, InheritsRelidSeqnoIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		parents = lappend_oid(parents, ((Form_pg_inherits) GETSTRUCT(tup))->inhparent);
+	systable_endscan(scan);
+	table_close(inhrel, AccessShareLock);
+	return parents;
+}
+
+
+/*
  * Does the relation have a trigger calling fnoid?  If so, *tgenabled gets
  * its firing state and *tgname its name.  The relcache's trigger list is
  * the catalog's.
@@ -213,7 +238,7 @@ relid_text(Oid relid)
  * fence's own writes through the executor.
  */
 bool
-fence_registry_lookup(FenceCatalog *cat, Oid relid, char **column, char **mode,
+fence_protected_lookup(FenceCatalog *cat, Oid relid, char **column, char **mode,
 					  char **form)
 {
 	Oid			regid = get_relname_relid("fence_protected", cat->nspid);
@@ -261,7 +286,7 @@ fence_registry_lookup(FenceCatalog *cat, Oid relid, char **column, char **mode,
 
 /* Does the registry hold any relation at all?  (One heap tuple will do.) */
 bool
-fence_registry_any(FenceCatalog *cat)
+fence_protected_any(FenceCatalog *cat)
 {
 	Oid			regid = get_relname_relid("fence_protected", cat->nspid);
 	Relation	rel;
@@ -311,7 +336,7 @@ registry_put(FenceCatalog *cat, Oid relid, const char *column, const char *mode,
 
 /* Forget the relation (dropped, or unprotected). */
 void
-fence_registry_forget(FenceCatalog *cat, Oid relid)
+fence_protected_forget(FenceCatalog *cat, Oid relid)
 {
 	const char *args[1];
 
@@ -656,7 +681,7 @@ fence_protect(PG_FUNCTION_ARGS)
 					 errdetail("Table \"%s\": %s.", fence_rel_display_name(where), problem)));
 		}
 	}
-	fence_audit(cat, "protect", relid, NULL,
+	fence_audit_log_append(cat, "protect", relid, NULL,
 				fence_form_is_after(form) ?
 				psprintf("fence_protect(%s, %s, form => 'after')", quote_literal_cstr(colname),
 						 quote_literal_cstr(mode)) :
@@ -701,7 +726,7 @@ fence_unprotect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
 	if (!OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)) &&
-		!fence_registry_lookup(cat, relid, NULL, NULL, NULL))
+		!fence_protected_lookup(cat, relid, NULL, NULL, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",
@@ -720,8 +745,8 @@ fence_unprotect(PG_FUNCTION_ARGS)
 			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
 											quote_identifier(tgname),
 											fence_rel_query_name(member)));
-		fence_registry_forget(cat, member);
+		fence_protected_forget(cat, member);
 	}
-	fence_audit(cat, "unprotect", relid, NULL, "fence_unprotect", reason);
+	fence_audit_log_append(cat, "unprotect", relid, NULL, "fence_unprotect", reason);
 	PG_RETURN_VOID();
 }

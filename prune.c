@@ -133,7 +133,7 @@ prune_record(Oid fn_oid, int64 deleted, int64 skipped, const int64 sums[4],
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 
-	fence_audit(cat, "prune", InvalidOid, NULL,
+	fence_audit_log_append(cat, "prune", InvalidOid, NULL,
 				psprintf(INT64_FORMAT " claims deleted, " INT64_FORMAT " skipped, up to job \"%s\"",
 						 deleted, skipped, last_job),
 				NULL);

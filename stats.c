@@ -205,7 +205,7 @@ stats_index(int sqlerrcode)
 			return 3;
 		case ERRCODE_FENCE_TRUNCATE:
 			return 4;
-		case ERRCODE_FENCE_DDL_REFUSED:
+		case ERRCODE_FENCE_OPERATION_REFUSED:
 			return 5;
 	}
 	return -1;
