@@ -59,6 +59,35 @@
 #include "utils/snapmgr.h"
 
 /*
+ * A growable array of entries, in the manner of core's arrays that track
+ * nused/nalloc and grow with repalloc.  Every array here lives in
+ * TopTransactionContext: it is allocated there on first use, and merely
+ * forgotten at the end of the transaction, whose context frees it.
+ *
+ * Entries that remember the subtransaction they were made in say where their
+ * SubTransactionId is (subid_offset), so that one pair of helpers can hand
+ * them to the parent when it commits and drop them when it rolls back; -1
+ * for an array whose entries outlive a subtransaction's rollback.
+ */
+typedef struct XactArray
+{
+	void	   *items;			/* NULL until the first entry */
+	Size		itemsize;		/* sizeof an entry */
+	int			subid_offset;	/* offsetof its SubTransactionId, or -1 */
+	int			nused;			/* entries in use */
+	int			nalloc;			/* entries allocated */
+} XactArray;
+
+#define XACT_ARRAY_INIT(type, subid_offset) \
+	{NULL, sizeof(type), (subid_offset), 0, 0}
+
+#define xact_array_entry(arr, i) \
+	((char *) (arr)->items + (Size) (i) * (arr)->itemsize)
+
+#define xact_array_subid(arr, i) \
+	((SubTransactionId *) (xact_array_entry(arr, i) + (arr)->subid_offset))
+
+/*
  * A token validated and locked by this transaction.  The answer holds only
  * for the registry it came from: DROP EXTENSION and CREATE EXTENSION within
  * the transaction make a new counter, in which the token may never have
@@ -84,19 +113,16 @@ typedef struct FenceBinding
 } FenceBinding;
 
 /*
- * Both arrays live in TopTransactionContext and are forgotten at the end of
- * the transaction.  They stay tiny: a handler uses one token, perhaps a few.
- * The bindings form a stack, in the order they were made, so their command
- * IDs never decrease from the bottom up; the innermost live one is in force
- * for the statements that begin after it.
+ * Both arrays stay tiny: a handler uses one token, perhaps a few.  The
+ * bindings form a stack, in the order they were made, so their command IDs
+ * never decrease from the bottom up; the innermost live one is in force for
+ * the statements that begin after it.
  */
-static FenceHeldToken *held_tokens = NULL;
-static int	n_held_tokens = 0;
-static int	max_held_tokens = 0;
+static XactArray held_tokens =
+XACT_ARRAY_INIT(FenceHeldToken, offsetof(FenceHeldToken, subid));
 
-static FenceBinding *bindings = NULL;
-static int	n_bindings = 0;
-static int	max_bindings = 0;
+static XactArray bindings =
+XACT_ARRAY_INIT(FenceBinding, offsetof(FenceBinding, subid));
 
 /*
  * Relations whose otherwise refused DDL fence_allow_ddl declared for this
@@ -109,14 +135,14 @@ typedef struct FenceAllowedDdl
 	SubTransactionId subid;
 } FenceAllowedDdl;
 
-static FenceAllowedDdl *allowed_ddl = NULL;
-static int	n_allowed_ddl = 0;
-static int	max_allowed_ddl = 0;
+static XactArray allowed_ddl =
+XACT_ARRAY_INIT(FenceAllowedDdl, offsetof(FenceAllowedDdl, subid));
 
 /*
  * Tokens this transaction's fence_claim issued, each with the command ID
  * current when it was issued: a statement whose snapshot's command ID is
- * no greater began before the token existed.
+ * no greater began before the token existed.  They are kept until the end
+ * of the transaction, through any savepoint rollback.
  */
 typedef struct FenceIssuedToken
 {
@@ -125,9 +151,7 @@ typedef struct FenceIssuedToken
 	char	   *job;
 } FenceIssuedToken;
 
-static FenceIssuedToken *issued = NULL;
-static int	n_issued = 0;
-static int	max_issued = 0;
+static XactArray issued = XACT_ARRAY_INIT(FenceIssuedToken, -1);
 
 /*
  * Relations for which the setting fence.allow_ddl let DDL through and wrote
@@ -163,6 +187,90 @@ static void fence_subxact_callback(SubXactEvent event,
 								   SubTransactionId parentSubid,
 								   void *arg);
 
+/*
+ * Make room for one more entry at the end of the array and return it, not
+ * yet counted as used: the caller fills it in, then calls
+ * xact_array_push.
+ */
+static void *
+xact_array_next(XactArray *arr)
+{
+	if (arr->nused >= arr->nalloc)
+	{
+		int			newalloc = Max(4, arr->nalloc * 2);
+
+		if (arr->items == NULL)
+			arr->items = MemoryContextAlloc(TopTransactionContext,
+											newalloc * arr->itemsize);
+		else
+			arr->items = repalloc(arr->items, newalloc * arr->itemsize);
+		arr->nalloc = newalloc;
+	}
+	return xact_array_entry(arr, arr->nused);
+}
+
+/* Count the entry xact_array_next returned as used. */
+static inline void
+xact_array_push(XactArray *arr)
+{
+	Assert(arr->nused < arr->nalloc);
+	arr->nused++;
+}
+
+/* Keep only the first nkeep entries. */
+static inline void
+xact_array_truncate(XactArray *arr, int nkeep)
+{
+	Assert(nkeep >= 0 && nkeep <= arr->nused);
+	arr->nused = nkeep;
+}
+
+/* Forget the array; its memory goes with TopTransactionContext. */
+static void
+xact_array_forget(XactArray *arr)
+{
+	arr->items = NULL;
+	arr->nused = arr->nalloc = 0;
+}
+
+/* A subtransaction committed: its entries now belong to its parent. */
+static void
+xact_array_subxact_commit(XactArray *arr, SubTransactionId mySubid,
+						  SubTransactionId parentSubid)
+{
+	int			i;
+
+	if (arr->subid_offset < 0)
+		return;
+	for (i = 0; i < arr->nused; i++)
+		if (*xact_array_subid(arr, i) == mySubid)
+			*xact_array_subid(arr, i) = parentSubid;
+}
+
+/*
+ * A subtransaction rolled back: drop its entries, keeping the others in
+ * their order.
+ */
+static void
+xact_array_subxact_abort(XactArray *arr, SubTransactionId mySubid)
+{
+	int			i;
+	int			kept = 0;
+
+	if (arr->subid_offset < 0)
+		return;
+	for (i = 0; i < arr->nused; i++)
+	{
+		if (*xact_array_subid(arr, i) == mySubid)
+			continue;
+		if (kept != i)
+			memcpy(xact_array_entry(arr, kept), xact_array_entry(arr, i),
+				   arr->itemsize);
+		kept++;
+	}
+	xact_array_truncate(arr, kept);
+}
+
 void
 fence_xact_init(void)
 {
@@ -173,15 +281,10 @@ fence_xact_init(void)
 static void
 fence_xact_forget_all(void)
 {
-	/* The memory goes with TopTransactionContext. */
-	held_tokens = NULL;
-	n_held_tokens = max_held_tokens = 0;
-	bindings = NULL;
-	n_bindings = max_bindings = 0;
-	allowed_ddl = NULL;
-	n_allowed_ddl = max_allowed_ddl = 0;
-	issued = NULL;
-	n_issued = max_issued = 0;
+	xact_array_forget(&held_tokens);
+	xact_array_forget(&bindings);
+	xact_array_forget(&allowed_ddl);
+	xact_array_forget(&issued);
 	setting_pending = NIL;		/* in TopTransactionContext */
 	moving_row.token = 0;
 	holds_fence_locks = false;
@@ -225,44 +328,24 @@ static void
 fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 					   SubTransactionId parentSubid, void *arg pg_attribute_unused())
 {
-	int			i;
-	int			kept;
-
 	if (event == SUBXACT_EVENT_COMMIT_SUB)
 	{
 		/* Its locks now belong to the parent, and so do our entries. */
-		for (i = 0; i < n_held_tokens; i++)
-			if (held_tokens[i].subid == mySubid)
-				held_tokens[i].subid = parentSubid;
-		for (i = 0; i < n_bindings; i++)
-			if (bindings[i].subid == mySubid)
-				bindings[i].subid = parentSubid;
-		for (i = 0; i < n_allowed_ddl; i++)
-			if (allowed_ddl[i].subid == mySubid)
-				allowed_ddl[i].subid = parentSubid;
+		xact_array_subxact_commit(&held_tokens, mySubid, parentSubid);
+		xact_array_subxact_commit(&bindings, mySubid, parentSubid);
+		xact_array_subxact_commit(&allowed_ddl, mySubid, parentSubid);
 	}
 	else if (event == SUBXACT_EVENT_ABORT_SUB)
 	{
 		moving_row.token = 0;
 
-		/* Its locks are released: forget what they protected. */
-		kept = 0;
-		for (i = 0; i < n_held_tokens; i++)
-			if (held_tokens[i].subid != mySubid)
-				held_tokens[kept++] = held_tokens[i];
-		n_held_tokens = kept;
-
-		kept = 0;
-		for (i = 0; i < n_bindings; i++)
-			if (bindings[i].subid != mySubid)
-				bindings[kept++] = bindings[i];
-		n_bindings = kept;
-
-		kept = 0;
-		for (i = 0; i < n_allowed_ddl; i++)
-			if (allowed_ddl[i].subid != mySubid)
-				allowed_ddl[kept++] = allowed_ddl[i];
-		n_allowed_ddl = kept;
+		/*
+		 * Its locks are released: forget what they protected.  The tokens
+		 * it issued stay (issued has no subid).
+		 */
+		xact_array_subxact_abort(&held_tokens, mySubid);
+		xact_array_subxact_abort(&bindings, mySubid);
+		xact_array_subxact_abort(&allowed_ddl, mySubid);
 	}
 }
 
@@ -275,15 +358,16 @@ fence_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 bool
 fence_xact_token_validated(int64 token, uint64 generation, const char **job)
 {
+	FenceHeldToken *held = held_tokens.items;
 	int			i;
 
-	for (i = n_held_tokens - 1; i >= 0; i--)
-		if (held_tokens[i].token == token &&
-			(held_tokens[i].generation == generation ||
-			 held_tokens[i].generation == FENCE_ANY_GENERATION))
+	for (i = held_tokens.nused - 1; i >= 0; i--)
+		if (held[i].token == token &&
+			(held[i].generation == generation ||
+			 held[i].generation == FENCE_ANY_GENERATION))
 		{
 			if (job)
-				*job = held_tokens[i].job;
+				*job = held[i].job;
 			return true;
 		}
 	return false;
@@ -293,24 +377,17 @@ fence_xact_token_validated(int64 token, uint64 generation, const char **job)
 void
 fence_xact_remember_token(int64 token, uint64 generation, const char *job)
 {
+	FenceHeldToken *held;
+
 	if (fence_xact_token_validated(token, generation, NULL))
 		return;
-	if (n_held_tokens >= max_held_tokens)
-	{
-		max_held_tokens = Max(4, max_held_tokens * 2);
-		if (held_tokens == NULL)
-			held_tokens = MemoryContextAlloc(TopTransactionContext,
-											 max_held_tokens * sizeof(FenceHeldToken));
-		else
-			held_tokens = repalloc(held_tokens,
-								   max_held_tokens * sizeof(FenceHeldToken));
-	}
-	held_tokens[n_held_tokens].token = token;
-	held_tokens[n_held_tokens].generation = generation;
-	held_tokens[n_held_tokens].job = job ?
+	held = xact_array_next(&held_tokens);
+	held->token = token;
+	held->generation = generation;
+	held->job = job ?
 		MemoryContextStrdup(TopTransactionContext, job) : NULL;
-	held_tokens[n_held_tokens].subid = GetCurrentSubTransactionId();
-	n_held_tokens++;
+	held->subid = GetCurrentSubTransactionId();
+	xact_array_push(&held_tokens);
 }
 
 /*
@@ -320,32 +397,26 @@ fence_xact_remember_token(int64 token, uint64 generation, const char *job)
 void
 fence_xact_forget_token(int64 token)
 {
+	FenceHeldToken *held = held_tokens.items;
 	int			i;
 	int			kept = 0;
 
-	for (i = 0; i < n_held_tokens; i++)
-		if (held_tokens[i].token != token)
-			held_tokens[kept++] = held_tokens[i];
-	n_held_tokens = kept;
+	for (i = 0; i < held_tokens.nused; i++)
+		if (held[i].token != token)
+			held[kept++] = held[i];
+	xact_array_truncate(&held_tokens, kept);
 }
 
 /* Bind a validated token (fence_begin, fence_begin_fresh). */
 void
 fence_xact_bind(const char *job, int64 token)
 {
-	if (n_bindings >= max_bindings)
-	{
-		max_bindings = Max(2, max_bindings * 2);
-		if (bindings == NULL)
-			bindings = MemoryContextAlloc(TopTransactionContext,
-										  max_bindings * sizeof(FenceBinding));
-		else
-			bindings = repalloc(bindings, max_bindings * sizeof(FenceBinding));
-	}
-	bindings[n_bindings].token = token;
-	bindings[n_bindings].job = job ?
+	FenceBinding *binding = xact_array_next(&bindings);
+
+	binding->token = token;
+	binding->job = job ?
 		MemoryContextStrdup(TopTransactionContext, job) : NULL;
-	bindings[n_bindings].subid = GetCurrentSubTransactionId();
+	binding->subid = GetCurrentSubTransactionId();
 
 	/*
 	 * Mark the command ID used, so that the next statement runs at a later
@@ -353,8 +424,8 @@ fence_xact_bind(const char *job, int64 token)
 	 * command ID or an earlier one was already running when the binding was
 	 * made (fence_xact_statement_binding).
 	 */
-	bindings[n_bindings].cid = GetCurrentCommandId(true);
-	n_bindings++;
+	binding->cid = GetCurrentCommandId(true);
+	xact_array_push(&bindings);
 }
 
 /*
@@ -385,27 +456,28 @@ int64
 fence_xact_statement_binding(const char **job, int64 *late_token,
 							 const char **late_job)
 {
+	FenceBinding *binding = bindings.items;
 	CommandId	stmt_cid;
 	int			i;
 
 	*job = NULL;
 	*late_token = 0;
 	*late_job = NULL;
-	if (n_bindings == 0)
+	if (bindings.nused == 0)
 		return 0;
 
 	stmt_cid = statement_command_id();
-	for (i = n_bindings - 1; i >= 0; i--)
+	for (i = bindings.nused - 1; i >= 0; i--)
 	{
-		if (bindings[i].cid < stmt_cid)
+		if (binding[i].cid < stmt_cid)
 		{
-			*job = bindings[i].job;
-			return bindings[i].token;
+			*job = binding[i].job;
+			return binding[i].token;
 		}
 		if (*late_token == 0)
 		{
-			*late_token = bindings[i].token;
-			*late_job = bindings[i].job;
+			*late_token = binding[i].token;
+			*late_job = binding[i].job;
 		}
 	}
 	return 0;
@@ -418,15 +490,18 @@ fence_xact_statement_binding(const char **job, int64 *late_token,
 int64
 fence_xact_bound_token(const char **job)
 {
-	if (n_bindings == 0)
+	FenceBinding *innermost;
+
+	if (bindings.nused == 0)
 	{
 		if (job)
 			*job = NULL;
 		return 0;
 	}
+	innermost = (FenceBinding *) bindings.items + (bindings.nused - 1);
 	if (job)
-		*job = bindings[n_bindings - 1].job;
-	return bindings[n_bindings - 1].token;
+		*job = innermost->job;
+	return innermost->token;
 }
 
 /*
@@ -472,29 +547,22 @@ fence_xact_note_lock(void)
 void
 fence_xact_allow_ddl(Oid relid)
 {
-	if (n_allowed_ddl >= max_allowed_ddl)
-	{
-		max_allowed_ddl = Max(4, max_allowed_ddl * 2);
-		if (allowed_ddl == NULL)
-			allowed_ddl = MemoryContextAlloc(TopTransactionContext,
-											 max_allowed_ddl * sizeof(FenceAllowedDdl));
-		else
-			allowed_ddl = repalloc(allowed_ddl,
-								   max_allowed_ddl * sizeof(FenceAllowedDdl));
-	}
-	allowed_ddl[n_allowed_ddl].relid = relid;
-	allowed_ddl[n_allowed_ddl].subid = GetCurrentSubTransactionId();
-	n_allowed_ddl++;
+	FenceAllowedDdl *allowed = xact_array_next(&allowed_ddl);
+
+	allowed->relid = relid;
+	allowed->subid = GetCurrentSubTransactionId();
+	xact_array_push(&allowed_ddl);
 }
 
 /* Has this transaction declared the relation's DDL? */
 bool
 fence_xact_ddl_allowed(Oid relid)
 {
+	FenceAllowedDdl *allowed = allowed_ddl.items;
 	int			i;
 
-	for (i = 0; i < n_allowed_ddl; i++)
-		if (allowed_ddl[i].relid == relid)
+	for (i = 0; i < allowed_ddl.nused; i++)
+		if (allowed[i].relid == relid)
 			return true;
 	return false;
 }
@@ -521,24 +589,18 @@ fence_xact_note_setting_recorded(Oid relid)
 void
 fence_xact_note_issued(int64 token, const char *job)
 {
-	if (n_issued >= max_issued)
-	{
-		max_issued = Max(4, max_issued * 2);
-		if (issued == NULL)
-			issued = MemoryContextAlloc(TopTransactionContext,
-										max_issued * sizeof(FenceIssuedToken));
-		else
-			issued = repalloc(issued, max_issued * sizeof(FenceIssuedToken));
-	}
-	issued[n_issued].token = token;
+	FenceIssuedToken *entry = xact_array_next(&issued);
+
+	entry->token = token;
+
 	/*
 	 * Mark the command ID used, so that the next statement runs at a later
 	 * one even if nothing else in this one writes (fence_begin_fresh).
 	 */
-	issued[n_issued].cid = GetCurrentCommandId(true);
-	issued[n_issued].job = job ?
+	entry->cid = GetCurrentCommandId(true);
+	entry->job = job ?
 		MemoryContextStrdup(TopTransactionContext, job) : NULL;
-	n_issued++;
+	xact_array_push(&issued);
 }
 
 /*
@@ -549,16 +611,17 @@ fence_xact_note_issued(int64 token, const char *job)
 bool
 fence_xact_issued_in_statement(int64 token, const char **job)
 {
+	FenceIssuedToken *entry = issued.items;
 	int			i;
 
-	if (n_issued == 0 || !ActiveSnapshotSet())
+	if (issued.nused == 0 || !ActiveSnapshotSet())
 		return false;
-	for (i = n_issued - 1; i >= 0; i--)
-		if (issued[i].token == token)
+	for (i = issued.nused - 1; i >= 0; i--)
+		if (entry[i].token == token)
 		{
-			if (issued[i].cid < GetActiveSnapshot()->curcid)
+			if (entry[i].cid < GetActiveSnapshot()->curcid)
 				return false;
-			*job = issued[i].job;
+			*job = entry[i].job;
 			return true;
 		}
 	return false;
