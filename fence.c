@@ -1,16 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * fence.c
- *	  Module entry for fence, the checks every SQL entry point applies to
- *	  its arguments, and the catalog of fence's own relations.
+ *	  Module entry for fence and its settings; the catalog of fence's own
+ *	  objects; the checks every SQL entry point applies to its arguments,
+ *	  and the names of the guard's modes and forms; running as a
+ *	  relation's owner.
  *
- * fence's relations live in whatever schema the extension was created in.
+ * fence's objects live in whatever schema the extension was created in.
  * They are found from the namespace of the function being called, so no
- * lookup ever depends on the caller's search_path, and the result is kept
- * for the life of the backend until a relcache invalidation for one of
- * them (DROP EXTENSION, ALTER TABLE, a full reset) says to look again.
- * Each build has a new generation number; what was decided against an
- * older one (xact.c's validated tokens) no longer counts.
+ * lookup ever depends on the caller's search_path, and the result (the
+ * registry's relations, indexes and columns, the counter, fence's trigger
+ * functions) is kept for the life of the backend until an invalidation
+ * says to look again: a relcache one for one of its relations (DROP
+ * EXTENSION, ALTER TABLE, a full reset), a syscache one for one of its
+ * functions or for a schema.  Each build has a new generation number; what
+ * was decided against an older one (xact.c's validated tokens) no longer
+ * counts.  This is the only cache of fence's objects: fence_audit() alone
+ * looks them up itself, because it must report the ones that are missing.
  *
  * Copyright (c) 2026, the fence authors
  *
