@@ -23,7 +23,8 @@
 # client or a server-side ERROR, that every report holds each variant
 # with a throughput above zero, and that scale's and soak's reports state
 # the settings each mode asked for.  No timing assertion: quick runs are
-# too short to mean anything.  40 s at load 1, about 80 s at load 6 (2 cores).
+# too short to mean anything.  About 40 s at load 1.5-2 (2 cores), 2-5 s
+# more than before the --cpu-only runs were added.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
