@@ -46,8 +46,8 @@
 #   --no-priority   do not run server and pgbench at nice -15
 #
 # Needs perf (linux-perf, installed if missing) for the profile.  Settings
-# as bench/scale.sh: fsync, synchronous_commit, full_page_writes, autovacuum
-# and JIT off, a VACUUM before every run.  Exit status 1 if a run had an
+# as bench/scale.sh --cpu-only: fsync, synchronous_commit, full_page_writes,
+# autovacuum and JIT off, a VACUUM before every run.  Exit status 1 if a run had an
 # error; never on timing.
 set -euo pipefail
 

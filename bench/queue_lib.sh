@@ -125,6 +125,31 @@ qb_pgbench()
 	fi
 }
 
+# qb_durability CPU_ONLY: the postgresql.conf lines for fsync,
+# full_page_writes and autovacuum.  0: PostgreSQL's defaults (on), as a
+# production server runs; 1: the CPU-only settings (all three off).
+# test/lib.sh's fence_cluster_init writes fsync and full_page_writes off
+# for every cluster; qb_start appends these lines after its own, and the
+# last one in postgresql.conf wins.
+qb_durability()
+{
+	local v=on
+	[ "$1" = 1 ] && v=off
+	printf 'fsync = %s\nfull_page_writes = %s\nautovacuum = %s\n' "$v" "$v" "$v"
+}
+
+# qb_settings LABEL VACUUM: a report's settings lines, the values read from
+# the running server (SHOW), not from what the script meant to set.  LABEL
+# names the mode, VACUUM says whether a VACUUM ran between runs.
+qb_settings()
+{
+	echo "settings: $1: $(q -c "SELECT format('fsync %s, full_page_writes %s, autovacuum %s, synchronous_commit %s, shared_buffers %s (also checkpoint_timeout %s, max_wal_size %s, jit %s)',
+		current_setting('fsync'), current_setting('full_page_writes'), current_setting('autovacuum'),
+		current_setting('synchronous_commit'), current_setting('shared_buffers'),
+		current_setting('checkpoint_timeout'), current_setting('max_wal_size'), current_setting('jit'))")"
+	echo "VACUUM between runs: $2"
+}
+
 # qb_meta: the lines every report starts with (machine, server, load).
 qb_meta()
 {

@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """bench/scale_report.py: bench/scale.sh's results as markdown tables.
 
-  scale_report.py OUTDIR     reads OUTDIR/results.tsv and OUTDIR/sizes.tsv
+  scale_report.py OUTDIR [SETTINGS]   reads OUTDIR/results.tsv and OUTDIR/sizes.tsv
+
+SETTINGS, if given, names the settings the runs had ("production settings",
+"CPU-only settings") in the claims table's title; bench/scale.sh writes the
+settings themselves above the tables.
 
 Ratios are fence / raw: below 1 = fence_claim makes fewer attempts per
 second than the raw UPDATE; CPU ratio above 1 = fence costs more server CPU
@@ -21,7 +25,7 @@ def f(x, d=0):
     return "-" if x != x else f"{x:,.{d}f}"
 
 
-def main(out):
+def main(out, settings=""):
     rows = list(csv.DictReader(open(os.path.join(out, "results.tsv")), delimiter="\t"))
     sizes = list(csv.DictReader(open(os.path.join(out, "sizes.tsv")), delimiter="\t"))
     print("### Registry sizes after loading (aged and vacuumed)\n")
@@ -30,7 +34,7 @@ def main(out):
     for s in sizes:
         print(f"| {int(s['size']):,} | {s['load_s']} | {s['relation']} | {s['mb']} | {s['btree_levels'] or '-'} |")
     print()
-    print("### Claims: fence_claim / raw conditional UPDATE\n")
+    print("### Claims: fence_claim / raw conditional UPDATE" + (f", {settings}" if settings else "") + "\n")
     print("Medians over rounds. per-round = median (min-max) of fence/raw within each interleaved round. "
           "won = share of attempts that got a token (raw: updated a row). HOT = share of the table's updates "
           "that were HOT.\n")
@@ -71,4 +75,4 @@ def main(out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

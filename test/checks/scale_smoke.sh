@@ -12,11 +12,19 @@
 #   bench/backend_memory.sh 5,000 claims in one session; 100 and 1,000 tokens
 #                           validated in one transaction
 #   bench/claim_profile.sh  the token-index alternatives (no perf profile)
-#   bench/soak.sh           two 4-second soaks, CSV and PNG plots
+#   bench/soak.sh           two 4-second soaks, CSV and PNG plots: the
+#                           default run at production settings, the tuned
+#                           run with --cpu-only (two clusters)
+# scale.sh and soak.sh run at production settings by default (fsync,
+# full_page_writes and autovacuum on, no VACUUM between runs); --cpu-only
+# is exercised as cheaply as it can be: scale.sh once more at 1 client, not
+# contended, and soak.sh's second run (above).
 # It proves that every script runs without a failed transaction, an aborted
-# client or a server-side ERROR, and that every report holds each variant
-# with a throughput above zero.  No timing assertion: quick runs are too
-# short to mean anything.  30 s at load 1, about 60 s at load 6 (2 cores).
+# client or a server-side ERROR, that every report holds each variant
+# with a throughput above zero, and that scale's and soak's reports state
+# the settings each mode asked for.  No timing assertion: quick runs are
+# too short to mean anything.  About 40 s at load 1.5-2 (2 cores), 2-5 s
+# more than before the --cpu-only runs were added.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -27,14 +35,24 @@ trap 'rm -rf "$out"' EXIT
 
 status=0
 fail() { echo "scale_smoke: $*" >&2; status=1; }
-for s in scale pipeline backend_memory claim_profile soak; do
+# NAME SCRIPT [options]: one --quick run, results in $out/NAME
+run()
+{
+	local name=$1 s=$2 t0
+	shift 2
 	t0=$(date +%s)
-	if ! bash "$root/bench/$s.sh" --quick --port "$port" --out "$out/$s" >"$out/$s.log" 2>&1; then
-		fail "bench/$s.sh --quick failed:"
-		tail -n 20 "$out/$s.log" >&2
+	if ! bash "$root/bench/$s.sh" --quick "$@" --port "$port" --out "$out/$name" >"$out/$name.log" 2>&1; then
+		fail "bench/$s.sh --quick${*:+ $*} failed:"
+		tail -n 20 "$out/$name.log" >&2
 	fi
-	echo "scale_smoke: bench/$s.sh --quick: $(($(date +%s) - t0)) s"
+	echo "scale_smoke: bench/$s.sh --quick${*:+ $*}: $(($(date +%s) - t0)) s"
+}
+for s in scale pipeline backend_memory claim_profile; do
+	run "$s" "$s"
 done
+run soak soak --runs default
+run scale_cpu scale --cpu-only --clients 1 --no-contended
+run soak_cpu soak --cpu-only --runs tuned
 
 # every report names every variant, with a throughput above zero
 need()
@@ -61,11 +79,26 @@ need "$out/claim_profile/report.md" 'fence_claim' 'SQL takeover, hash index on t
 # fence's claims are never HOT: token, which is indexed, changes
 awk -F'\t' '$1 ~ /^fence_claim/ && $8 != 0 { bad = 1 } END { exit !bad }' \
 	"$out/claim_profile/results.tsv" && fail "claim_profile: a fence claim was a HOT update"
-for run in default tuned; do
-	[ -s "$out/soak/soak-$run.png" ] || fail "soak: no plot for $run"
-	[ "$(wc -l <"$out/soak/soak_$run.csv" 2>/dev/null || echo 0)" -ge 3 ] || fail "soak: fewer than 2 samples for $run"
+for r in default tuned; do
+	d=soak
+	[ "$r" = tuned ] && d=soak_cpu
+	[ -s "$out/$d/soak-$r.png" ] || fail "soak: no plot for $r"
+	[ "$(wc -l <"$out/$d/soak_$r.csv" 2>/dev/null || echo 0)" -ge 3 ] || fail "soak: fewer than 2 samples for $r"
 done
-need "$out/soak/report.md" '| default |' '| tuned |'
+need "$out/soak/report.md" '| default |'
+need "$out/soak_cpu/report.md" '| tuned |'
+
+# the CPU-only runs, and every report's settings as the server had them
+need "$out/scale_cpu/report.md" '| 10,000 | uncontended | 1 |' 'fence_claim / raw conditional UPDATE, CPU-only settings'
+awk -F'\t' 'NR > 1 { n[$4]++; if (!($7 > 0) || $15 != 1) bad = 1 } END { exit !(bad || n["raw"] < 1 || n["fence"] < 1) }' \
+	"$out/scale_cpu/results.tsv" && fail "scale --cpu-only: a run without throughput, an error, or a variant missing"
+prod='fsync on, full_page_writes on, autovacuum on, synchronous_commit off'
+cpu='fsync off, full_page_writes off, autovacuum off, synchronous_commit off'
+need "$out/scale/report.md" "settings: production durability (the default): $prod" 'VACUUM between runs: no' \
+	'fence_claim / raw conditional UPDATE, production settings'
+need "$out/soak/report.md" "settings: production durability (the default): $prod" 'VACUUM between runs: no'
+need "$out/scale_cpu/report.md" "settings: CPU-only (--cpu-only): $cpu" 'VACUUM between runs: yes'
+need "$out/soak_cpu/report.md" 'fsync off, full_page_writes off, autovacuum on' 'VACUUM between runs: no'
 
 [ "$status" = 0 ] && echo "scale_smoke: every queue-scale benchmark ran; reports printed"
 exit "$status"
