@@ -56,6 +56,8 @@
 #   --rounds N         measured rounds per size and client count (default 5)
 #   --no-contended     skip the contended case
 #   --quick            10k jobs, 1 and 8 clients (or --clients), 1 round, few attempts
+#   --synchronous-commit on|off  (default off, for repeatability; on is
+#                      PostgreSQL's default: every commit waits for its flush)
 #   --cpu-only         fsync, full_page_writes and autovacuum off, a VACUUM
 #                      before every run (default: production settings, above)
 #   --out DIR          results (default /tmp/fence-scale-out.XXXXXX)
@@ -77,7 +79,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=queue_lib.sh
 . "$HERE/queue_lib.sh"
 
-SIZES="10000 1000000 10000000" CLIENTS="1 8 32" ROUNDS=5 CONTENDED=1 QUICK=0 CPU_ONLY=0 OUT="" CLIENTS_GIVEN=0
+SIZES="10000 1000000 10000000" CLIENTS="1 8 32" ROUNDS=5 CONTENDED=1 QUICK=0 CPU_ONLY=0 OUT="" CLIENTS_GIVEN=0 SYNC_COMMIT=off
 QB_PORT_BASE=55700 QB_KEEP=0 QB_PRIORITY=1
 ARGS=("$@")
 while [ $# -gt 0 ]; do
@@ -88,6 +90,7 @@ while [ $# -gt 0 ]; do
 	--no-contended) CONTENDED=0 ;;
 	--quick) QUICK=1 ;;
 	--cpu-only) CPU_ONLY=1 ;;
+	--synchronous-commit) SYNC_COMMIT=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--port) QB_PORT_BASE=$2; shift ;;
 	--keep) QB_KEEP=1 ;;
@@ -120,6 +123,7 @@ qb_start "$(
 	cat <<EOF
 # bench/scale.sh: the same settings for both variants
 $(qb_durability "$CPU_ONLY")
+synchronous_commit = $SYNC_COMMIT
 shared_buffers = $SHARED_BUFFERS
 maintenance_work_mem = 1GB
 max_wal_size = 20GB
