@@ -90,18 +90,12 @@ typedef struct Report
 typedef struct Member
 {
 	Oid			relid;
-	char	   *column;
-	char	   *mode;
-	char	   *form;
+	FenceRegistration reg;
 	bool		registered;
 	Oid			top;			/* the topmost registered relation above */
-	char	   *topcolumn;
-	char	   *topmode;
-	char	   *topform;
+	FenceRegistration topreg;
 	char		relkind;
-	char	   *pcolumn;		/* its parent's, or NULL at the top */
-	char	   *pmode;
-	char	   *pform;
+	FenceRegistration preg;		/* its parent's; column NULL at the top */
 } Member;
 
 static void
@@ -130,6 +124,24 @@ static char *
 spi_text(int row, int col)
 {
 	return SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, col);
+}
+
+/*
+ * The registration in columns col (column), col + 1 (mode) and col + 2
+ * (form) of a row read from fence_protected: all NULL, or a column, a
+ * mode, and a form (NULL in a row from before forms: the default).
+ */
+static FenceRegistration
+spi_registration(int row, int col)
+{
+	FenceRegistration reg;
+	char	   *mode = spi_text(row, col + 1);
+	char	   *form = spi_text(row, col + 2);
+
+	reg.column = spi_text(row, col);
+	reg.mode = mode ? fence_mode_parse(mode) : FENCE_DEFAULT_MODE;
+	reg.form = form ? fence_form_parse(form) : FENCE_DEFAULT_FORM;
+	return reg;
 }
 
 static bool
@@ -348,18 +360,12 @@ read_members(Report *r)
 		bool		isnull;
 
 		m->relid = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull));
-		m->column = spi_text(i, 2);
-		m->mode = spi_text(i, 3);
-		m->form = spi_text(i, 4);
+		m->reg = spi_registration(i, 2);
 		m->registered = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 5, &isnull));
 		m->top = DatumGetObjectId(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 6, &isnull));
-		m->topcolumn = spi_text(i, 7);
-		m->topmode = spi_text(i, 8);
-		m->topform = spi_text(i, 9);
+		m->topreg = spi_registration(i, 7);
 		m->relkind = DatumGetChar(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 10, &isnull));
-		m->pcolumn = spi_text(i, 11);
-		m->pmode = spi_text(i, 12);
-		m->pform = spi_text(i, 13);
+		m->preg = spi_registration(i, 11);
 		members = lappend(members, m);
 	}
 	return members;
@@ -426,7 +432,7 @@ guard_why(FenceFinding *f, bool is_update)
 		case FENCE_FOUND_TRIGGER_TYPE:
 			if (is_update)
 				return "it is not AFTER UPDATE FOR EACH ROW";
-			if (fence_form_is_after(f->form))
+			if (f->reg.form == FENCE_FORM_AFTER)
 				return "it is not BEFORE INSERT OR DELETE FOR EACH ROW, as the after form's guard is";
 			return "it is not BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW";
 		case FENCE_FOUND_TRIGGER_WHEN:
@@ -447,7 +453,8 @@ guard_why(FenceFinding *f, bool is_update)
 		case FENCE_FOUND_TRIGGER_ARGS:
 			return psprintf("its arguments (%s, %s) are not fence_protected's (%s, %s)",
 							quote_literal_cstr(argcol), quote_literal_cstr(argmode),
-							quote_literal_cstr(f->column), quote_literal_cstr(f->mode));
+							quote_literal_cstr(f->reg.column),
+							quote_literal_cstr(fence_mode_name(f->reg.mode)));
 		case FENCE_FOUND_TRIGGER_UPDATE_WHEN:
 			return "its WHEN clause is not NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode') for its own column and mode";
 		default:
@@ -481,15 +488,17 @@ static bool
 report_findings(Report *r, Member *m, const char *protect_fix)
 {
 	const char *relname = fence_rel_display_name(m->relid);
-	const char *form_suffix = fence_form_is_after(m->topform) ? ", form => 'after'" : "";
+	const char *form_suffix = m->topreg.form == FENCE_FORM_AFTER ? ", form => 'after'" : "";
+	const char *qtopcol = quote_literal_cstr(m->topreg.column);
+	const char *qtopmode = quote_literal_cstr(fence_mode_name(m->topreg.mode));
 	bool		any = false;
 	ListCell   *lc;
 
-	foreach(lc, fence_rel_findings(&r->cat, m->relid, m->column, m->mode, m->form))
+	foreach(lc, fence_rel_findings(&r->cat, m->relid, &m->reg))
 	{
 		FenceFinding *f = (FenceFinding *) lfirst(lc);
 		FenceTrigger *t = f->trigger;
-		const char *qcol = quote_identifier(m->column);
+		const char *qcol = quote_identifier(m->reg.column);
 		char	   *problem = NULL;
 		const char *fix = protect_fix;
 		bool		is_truncate = f->want != NULL && strcmp(f->want, FENCE_TRUNCATE_TRIGGER) == 0;
@@ -503,8 +512,7 @@ report_findings(Report *r, Member *m, const char *protect_fix)
 			drop_fix = psprintf("Drop trigger %s on %s in a transaction that first calls fence_allow_ddl(%s, 'why'), then run SELECT fence_protect(%s, %s, %s%s) again.",
 								quote_identifier(t->name), relname, quote_literal_cstr(relname),
 								quote_literal_cstr(fence_rel_display_name(m->top)),
-								quote_literal_cstr(m->topcolumn), quote_literal_cstr(m->topmode),
-								form_suffix);
+								qtopcol, qtopmode, form_suffix);
 
 		switch (f->kind)
 		{
@@ -600,7 +608,7 @@ report_findings(Report *r, Member *m, const char *protect_fix)
 				fix = psprintf("Drop foreign key %s or give it actions that do not update the table's rows (ON DELETE CASCADE is one), or protect the table in the before form: SELECT fence_protect(%s, %s, %s).",
 							   quote_identifier(f->name),
 							   quote_literal_cstr(fence_rel_display_name(m->top)),
-							   quote_literal_cstr(m->topcolumn), quote_literal_cstr(m->topmode));
+							   qtopcol, qtopmode);
 				break;
 			default:
 				/* the form of one of fence's triggers */
@@ -634,11 +642,11 @@ report_findings(Report *r, Member *m, const char *protect_fix)
 					problem = psprintf("fence guard \"%s\" is not the one fence_protect creates: %s",
 									   t->name, why);
 					if (f->kind == FENCE_FOUND_TRIGGER_EPOCH_COLUMN &&
-						strcmp(t->name, f->want) == 0 && strcmp(m->column, argcol) == 0)
+						strcmp(t->name, f->want) == 0 && strcmp(m->reg.column, argcol) == 0)
 						fix = psprintf("Add the bigint column %s back, or run SELECT fence_protect(%s, 'another_bigint_column', %s%s) again.",
 									   quote_identifier(argcol),
 									   quote_literal_cstr(fence_rel_display_name(m->top)),
-									   quote_literal_cstr(m->topmode), form_suffix);
+									   qtopmode, form_suffix);
 					else
 						fix = strcmp(t->name, f->want) == 0 ? protect_fix : drop_fix;
 				}
@@ -773,12 +781,12 @@ report_trigger_grants(Report *r, Member *m)
 static void
 report_scan(Report *r, Member *m, int64 last_issued, bool have_last)
 {
-	AttrNumber	attnum = get_attnum(m->relid, m->column);
+	AttrNumber	attnum = get_attnum(m->relid, m->reg.column);
 	HeapTuple	tup;
 	char		relpersistence;
 	Oid			relnamespace;
 	const char *scannable = NULL;
-	const char *qcol = quote_identifier(m->column);
+	const char *qcol = quote_identifier(m->reg.column);
 
 	if (m->relkind != RELKIND_RELATION)
 		return;
@@ -816,9 +824,9 @@ report_scan(Report *r, Member *m, int64 last_issued, bool have_last)
 		emit(r, "error", m->relid,
 			 psprintf("column %s holds " INT64_FORMAT ", above the counter's last token " INT64_FORMAT ": no token wrote it%s",
 					  qcol, mx, last_issued,
-					  strcmp(m->mode, fence_mode_name(FENCE_MODE_SHARED)) == 0 ? "" :
+					  m->reg.mode == FENCE_MODE_SHARED ? "" :
 					  psprintf(", and in %s mode writes of that row fail with 5F002 until the counter passes it",
-							   m->mode)),
+							   fence_mode_name(m->reg.mode))),
 			 psprintf("Move the counter past it with setval as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT setval(%s, " INT64_FORMAT ");",
 					  quote_literal_cstr(ext_name(r, "fence_token_seq", false)), mx));
 	}
@@ -868,8 +876,9 @@ fence_audit_report(PG_FUNCTION_ARGS)
 			 psprintf("As a superuser, create %s() again as fence's install script does, add it back with ALTER EXTENSION fence ADD FUNCTION %s(), and protect the tables again.",
 					  ext_name(&r, fn, false), ext_name(&r, fn, false)));
 	}
-	SPI_execute(psprintf("SELECT FROM %s p WHERE p.form OPERATOR(pg_catalog.=) 'after' LIMIT 1",
-						 ext_name(&r, "fence_protected", false)), true, 0);
+	SPI_execute(psprintf("SELECT FROM %s p WHERE p.form OPERATOR(pg_catalog.=) %s LIMIT 1",
+						 ext_name(&r, "fence_protected", false),
+						 quote_literal_cstr(fence_form_name(FENCE_FORM_AFTER))), true, 0);
 	any_after = SPI_processed > 0;
 	if (!OidIsValid(r.cat.guard_after_fn) && any_after)
 		emit(&r, "error", InvalidOid,
@@ -889,8 +898,9 @@ fence_audit_report(PG_FUNCTION_ARGS)
 
 		protect_fix = psprintf("Run SELECT fence_protect(%s, %s, %s%s) again.",
 							   quote_literal_cstr(fence_rel_display_name(m->top)),
-							   quote_literal_cstr(m->topcolumn), quote_literal_cstr(m->topmode),
-							   fence_form_is_after(m->topform) ? ", form => 'after'" : "");
+							   quote_literal_cstr(m->topreg.column),
+							   quote_literal_cstr(fence_mode_name(m->topreg.mode)),
+							   m->topreg.form == FENCE_FORM_AFTER ? ", form => 'after'" : "");
 		if (!m->registered)
 		{
 			emit(&r, "error", m->relid,
@@ -906,14 +916,16 @@ fence_audit_report(PG_FUNCTION_ARGS)
 		 * (reported when nothing else is wrong with it: a registry row
 		 * edited by hand shows first in its triggers).
 		 */
-		if (!broken && m->registered && m->pcolumn != NULL &&
-			fence_registration_differs(m->column, m->mode, m->form,
-									   m->pcolumn, m->pmode, m->pform))
+		if (!broken && m->registered && m->preg.column != NULL &&
+			fence_registration_differs(&m->reg, &m->preg))
 			emit(&r, "error", m->relid,
 				 psprintf("it is registered in fence_protected as (%s, %s, %s), and the table above it as (%s, %s, %s): one tree, protected two ways",
-						  quote_literal_cstr(m->column), quote_literal_cstr(m->mode),
-						  quote_literal_cstr(m->form), quote_literal_cstr(m->pcolumn),
-						  quote_literal_cstr(m->pmode), quote_literal_cstr(m->pform)),
+						  quote_literal_cstr(m->reg.column),
+						  quote_literal_cstr(fence_mode_name(m->reg.mode)),
+						  quote_literal_cstr(fence_form_name(m->reg.form)),
+						  quote_literal_cstr(m->preg.column),
+						  quote_literal_cstr(fence_mode_name(m->preg.mode)),
+						  quote_literal_cstr(fence_form_name(m->preg.form))),
 				 protect_fix);
 
 		report_trigger_order(&r, m);

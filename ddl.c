@@ -151,7 +151,7 @@ fence_ddl_refuse_with(FenceCatalog *cat, Oid relid, const char *command,
 
 	if (ddl_declared(cat, relid, command))
 		return;
-	protected = fence_protected_lookup(cat, relid, NULL, NULL, NULL);
+	protected = fence_protected_lookup(cat, relid, NULL);
 	ereport(ERROR,
 			(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
 			 message ? errmsg_internal("%s", message) :
@@ -201,7 +201,7 @@ is_fence_trigger(FenceCatalog *cat, Oid relid, const char *tgname)
 		}
 	}
 	relation_close(rel, AccessShareLock);
-	return found && fence_protected_lookup(cat, relid, NULL, NULL, NULL);
+	return found && fence_protected_lookup(cat, relid, NULL);
 }
 
 /* Is the expression a constant 0 or NULL (a harmless epoch default)? */
@@ -299,7 +299,7 @@ check_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *command,
 	 * same command; if the end of the command refuses the table, the drop
 	 * rolls back with it).
 	 */
-	if (attach && fence_protected_lookup(cat, child, NULL, NULL, NULL))
+	if (attach && fence_protected_lookup(cat, child, NULL))
 		fence_drop_guards(cat, child);
 }
 
@@ -332,9 +332,7 @@ static void
 check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 {
 	Oid			relid = fence_rangevar_relid(stmt->relation);
-	char	   *column = NULL;
-	char	   *mode = NULL;
-	char	   *form = NULL;
+	FenceRegistration reg;
 	bool		protected;
 	ListCell   *lc;
 
@@ -349,7 +347,7 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 			break;
 	if (lc == NULL)
 		return;
-	protected = fence_protected_lookup(cat, relid, &column, &mode, &form);
+	protected = fence_protected_lookup(cat, relid, &reg);
 
 	foreach(lc, stmt->cmds)
 	{
@@ -358,12 +356,8 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 		if (cmd->subtype == AT_AddInherit)
 		{
 			Oid			parent = fence_rangevar_relid((RangeVar *) cmd->def);
-			char	   *pcolumn;
-			char	   *pmode;
-			char	   *pform;
 
-			if (OidIsValid(parent) &&
-				fence_protected_lookup(cat, parent, &pcolumn, &pmode, &pform))
+			if (OidIsValid(parent) && fence_protected_lookup(cat, parent, NULL))
 				check_incoming(cat, parent, relid, "INHERIT", false);
 			continue;
 		}
@@ -396,14 +390,14 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 				if (((ColumnDef *) cmd->def)->raw_default != NULL)
 					fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE ... USING",
 						   "It rewrites stored values without a fencing token.");
-				else if (strcmp(cmd->name, column) == 0 &&
+				else if (strcmp(cmd->name, reg.column) == 0 &&
 						 !is_bigint_type((ColumnDef *) cmd->def))
 					fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE on the epoch column",
 						   "The epoch column must stay bigint.");
 				break;
 			case AT_AddIdentity:
 			case AT_SetIdentity:
-				if (strcmp(cmd->name, column) == 0)
+				if (strcmp(cmd->name, reg.column) == 0)
 					fence_ddl_refuse(cat, relid, "ADD/SET GENERATED ... AS IDENTITY on the epoch column",
 						   "It would stamp rows with an epoch no token vouched for.");
 				break;
@@ -412,12 +406,12 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 					   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
 				break;
 			case AT_DropColumn:
-				if (strcmp(cmd->name, column) == 0)
+				if (strcmp(cmd->name, reg.column) == 0)
 					fence_ddl_refuse(cat, relid, "DROP COLUMN on the epoch column",
 						   "Every row would forget which execution wrote it last.");
 				break;
 			case AT_ColumnDefault:
-				if (strcmp(cmd->name, column) == 0 && cmd->def != NULL &&
+				if (strcmp(cmd->name, reg.column) == 0 && cmd->def != NULL &&
 					!is_zero_or_null(cmd->def))
 					fence_ddl_refuse(cat, relid, "SET DEFAULT on the epoch column",
 						   "A default other than 0 or NULL would stamp rows with an epoch no token vouched for.");
@@ -437,7 +431,7 @@ static void
 check_rename(FenceCatalog *cat, RenameStmt *stmt)
 {
 	Oid			relid;
-	char	   *column;
+	FenceRegistration reg;
 
 	if ((stmt->renameType == OBJECT_TABLE || stmt->renameType == OBJECT_SEQUENCE ||
 		 stmt->renameType == OBJECT_COLUMN || stmt->renameType == OBJECT_INDEX) &&
@@ -456,8 +450,8 @@ check_rename(FenceCatalog *cat, RenameStmt *stmt)
 		case OBJECT_COLUMN:
 			relid = fence_rangevar_relid(stmt->relation);
 			if (OidIsValid(relid) &&
-				fence_protected_lookup(cat, relid, &column, NULL, NULL) &&
-				strcmp(stmt->subname, column) == 0)
+				fence_protected_lookup(cat, relid, &reg) &&
+				strcmp(stmt->subname, reg.column) == 0)
 				fence_ddl_refuse(cat, relid, "RENAME COLUMN on the epoch column",
 					   "The guard finds the epoch column by its name.");
 			break;
@@ -545,7 +539,7 @@ check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 			   "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
 			   "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
 			   "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
-	if ((fence_fn || fence_protected_lookup(cat, relid, NULL, NULL, NULL)) &&
+	if ((fence_fn || fence_protected_lookup(cat, relid, NULL)) &&
 		!fence_may_manage(relid))
 		fence_ddl_refuse(cat, relid, "CREATE TRIGGER",
 			   "Only the table's owner or a superuser may create triggers on a protected table: "
@@ -653,7 +647,7 @@ check_create_table(FenceCatalog *cat, CreateStmt *stmt)
 	{
 		Oid			parent = fence_rangevar_relid((RangeVar *) lfirst(lc));
 
-		if (OidIsValid(parent) && fence_protected_lookup(cat, parent, NULL, NULL, NULL))
+		if (OidIsValid(parent) && fence_protected_lookup(cat, parent, NULL))
 			fence_ddl_refuse(cat, parent,
 				   stmt->partbound ? "CREATE UNLOGGED TABLE ... PARTITION OF" :
 				   "CREATE UNLOGGED TABLE ... INHERITS",
@@ -712,7 +706,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 			{
 				Oid			relid = fence_rangevar_relid(((RuleStmt *) parsetree)->relation);
 
-				if (OidIsValid(relid) && fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+				if (OidIsValid(relid) && fence_protected_lookup(cat, relid, NULL))
 					fence_ddl_refuse(cat, relid, "CREATE RULE",
 						   "A rule can rewrite a write into one the guard never sees, and the writer is told it succeeded.");
 			}
@@ -893,7 +887,7 @@ registered_root(FenceCatalog *cat, Oid relid)
 
 		moved = false;
 		foreach(lc, fence_rel_parents(relid))
-			if (fence_protected_lookup(cat, lfirst_oid(lc), NULL, NULL, NULL))
+			if (fence_protected_lookup(cat, lfirst_oid(lc), NULL))
 			{
 				relid = lfirst_oid(lc);
 				moved = true;
@@ -913,14 +907,12 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
 {
 	char	   *detail = pstrdup(problem);
 	Oid			root;
-	char	   *column;
-	char	   *mode;
-	char	   *form;
+	FenceRegistration reg;
 
 	if (declared_in_tree(cat, relid, command))
 		return;
 	root = registered_root(cat, relid);
-	if (!fence_protected_lookup(cat, root, &column, &mode, &form))
+	if (!fence_protected_lookup(cat, root, &reg))
 		elog(ERROR, "relation %u is not registered", root);
 	detail[0] = pg_toupper((unsigned char) detail[0]);
 	ereport(ERROR,
@@ -932,8 +924,9 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
 					 "If the table was like this before the command, repair its tree first: SELECT fence_protect(%s, %s, %s%s).",
 					 quote_literal_cstr(fence_rel_query_name(relid)),
 					 quote_literal_cstr(fence_rel_query_name(root)),
-					 quote_literal_cstr(column), quote_literal_cstr(mode),
-					 fence_form_is_after(form) ? ", form => 'after'" : "")));
+					 quote_literal_cstr(reg.column),
+					 quote_literal_cstr(fence_mode_name(reg.mode)),
+					 reg.form == FENCE_FORM_AFTER ? ", form => 'after'" : "")));
 }
 
 /*
@@ -1017,13 +1010,11 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 	foreach(lc, todo)
 	{
 		Oid			relid = lfirst_oid(lc);
-		char	   *column;
-		char	   *mode;
-		char	   *form;
+		FenceRegistration reg;
 		char	   *problem;
 		ListCell   *clc;
 
-		if (!fence_protected_lookup(cat, relid, &column, &mode, &form))
+		if (!fence_protected_lookup(cat, relid, &reg))
 			continue;
 
 		/*
@@ -1059,7 +1050,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		if (list_member_oid(touched, relid) ||
 			ConditionalLockRelationOid(relid, AccessShareLock))
 		{
-			problem = fence_rel_broken(cat, relid, column, mode, form);
+			problem = fence_rel_broken(cat, relid, &reg);
 			if (problem != NULL)
 				refuse_broken(cat, relid, command, problem);
 		}
@@ -1068,7 +1059,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		{
 			Oid			child = lfirst_oid(clc);
 
-			problem = fence_member_broken(cat, child, column, mode, form);
+			problem = fence_member_broken(cat, child, &reg);
 			if (problem != NULL)
 				refuse_broken(cat, relid, command, problem);
 		}
@@ -1207,7 +1198,7 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 	{
 		Oid			relid = list_nth_oid(relids, j);
 
-		if (fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+		if (fence_protected_lookup(cat, relid, NULL))
 		{
 			fence_protected_forget(cat, relid);
 			fence_audit_log_append(cat, "drop", InvalidOid, (char *) list_nth(names, j),
@@ -1245,7 +1236,7 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 	if ((reason & AT_REWRITE_COLUMN_REWRITE) == 0)
 		PG_RETURN_VOID();
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	if (fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+	if (fence_protected_lookup(cat, relid, NULL))
 		fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table",
 			   "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
 	PG_RETURN_VOID();
@@ -1279,7 +1270,7 @@ fence_allow_ddl(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
-	if (!fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+	if (!fence_protected_lookup(cat, relid, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",

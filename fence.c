@@ -413,22 +413,32 @@ static const char *const fence_form_names[] = {
 	[FENCE_FORM_AFTER] = "after"
 };
 
+/* The index in names[] of the one spelt as the len bytes at name, or -1. */
+static int
+name_index(const char *const *names, int nnames, const char *name, size_t len)
+{
+	int			i;
+
+	for (i = 0; i < nnames; i++)
+	{
+		if (strlen(names[i]) == len && memcmp(name, names[i], len) == 0)
+			return i;
+	}
+	return -1;
+}
+
 /* The mode called name, if there is one. */
 bool
 fence_mode_lookup(const char *name, FenceMode *mode)
 {
-	int			i;
+	int			i = name_index(fence_mode_names, lengthof(fence_mode_names),
+							   name, strlen(name));
 
-	for (i = 0; i < (int) lengthof(fence_mode_names); i++)
-	{
-		if (strcmp(name, fence_mode_names[i]) == 0)
-		{
-			if (mode)
-				*mode = (FenceMode) i;
-			return true;
-		}
-	}
-	return false;
+	if (i < 0)
+		return false;
+	if (mode)
+		*mode = (FenceMode) i;
+	return true;
 }
 
 /* The mode called name; an unknown name is an error (22023). */
@@ -446,6 +456,21 @@ fence_mode_parse(const char *name)
 	return mode;
 }
 
+/*
+ * The mode a text argument names, compared in place (fence_update_allowed
+ * asks once per row); an unknown name is fence_mode_parse's error.
+ */
+FenceMode
+fence_mode_parse_text(text *name)
+{
+	int			i = name_index(fence_mode_names, lengthof(fence_mode_names),
+							   VARDATA_ANY(name), VARSIZE_ANY_EXHDR(name));
+
+	if (i < 0)
+		return fence_mode_parse(text_to_cstring(name));
+	return (FenceMode) i;
+}
+
 const char *
 fence_mode_name(FenceMode mode)
 {
@@ -456,18 +481,14 @@ fence_mode_name(FenceMode mode)
 bool
 fence_form_lookup(const char *name, FenceForm *form)
 {
-	int			i;
+	int			i = name_index(fence_form_names, lengthof(fence_form_names),
+							   name, strlen(name));
 
-	for (i = 0; i < (int) lengthof(fence_form_names); i++)
-	{
-		if (strcmp(name, fence_form_names[i]) == 0)
-		{
-			if (form)
-				*form = (FenceForm) i;
-			return true;
-		}
-	}
-	return false;
+	if (i < 0)
+		return false;
+	if (form)
+		*form = (FenceForm) i;
+	return true;
 }
 
 /* The form called name; an unknown name is an error (22023). */
@@ -489,15 +510,6 @@ const char *
 fence_form_name(FenceForm form)
 {
 	return fence_form_names[form];
-}
-
-/* Is the form, as the registry spells it, the after form? */
-bool
-fence_form_is_after(const char *form)
-{
-	FenceForm	f;
-
-	return form != NULL && fence_form_lookup(form, &f) && f == FENCE_FORM_AFTER;
 }
 
 /* An argument that must not be NULL (22004), named in the message. */

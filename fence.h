@@ -130,6 +130,19 @@ typedef enum FenceForm
 #define FENCE_DEFAULT_MODE			FENCE_MODE_STRICT
 #define FENCE_DEFAULT_FORM			FENCE_FORM_BEFORE
 
+/*
+ * How a relation is protected: its row of fence_protected, the arguments
+ * of fence_protect, what its guard's trigger arguments name.  Names are
+ * parsed into it where they come in, and spelt again only where they go
+ * out (fence_mode_name, fence_form_name).
+ */
+typedef struct FenceRegistration
+{
+	const char *column;			/* the epoch column */
+	FenceMode	mode;
+	FenceForm	form;
+} FenceRegistration;
+
 /* Longest job name accepted, in bytes; it is a btree key. */
 #define FENCE_MAX_JOB_BYTES 1024
 
@@ -201,11 +214,11 @@ extern int	fence_max_lease_seconds;
 extern int64 fence_last_token_issued(FenceCatalog *cat);
 extern bool fence_mode_lookup(const char *name, FenceMode *mode);
 extern FenceMode fence_mode_parse(const char *name);
+extern FenceMode fence_mode_parse_text(text *name);
 extern const char *fence_mode_name(FenceMode mode);
 extern bool fence_form_lookup(const char *name, FenceForm *form);
 extern FenceForm fence_form_parse(const char *name);
 extern const char *fence_form_name(FenceForm form);
-extern bool fence_form_is_after(const char *form);
 
 /*
  * The caller's identity, saved while fence runs as the owner of a relation
@@ -272,12 +285,11 @@ extern int	fence_spi_as_owner(FenceCatalog *cat, const char *table,
 							   const char *sql, int nargs,
 							   const char *const *args);
 extern bool fence_protected_lookup(FenceCatalog *cat, Oid relid,
-								  char **column, char **mode, char **form);
+								  FenceRegistration *reg);
 extern bool fence_protected_any(FenceCatalog *cat);
 extern void fence_protected_forget(FenceCatalog *cat, Oid relid);
 extern void fence_protect_tree(FenceCatalog *cat, Oid relid,
-							   const char *column, const char *mode,
-							   const char *form);
+							   const FenceRegistration *reg);
 extern void fence_drop_guards(FenceCatalog *cat, Oid relid);
 extern void fence_heal_triggers(FenceCatalog *cat, Oid relid);
 
@@ -375,14 +387,10 @@ typedef struct FenceFinding
 	Oid			relid;			/* the relation, or InvalidOid */
 	FenceTrigger *trigger;		/* trigger findings: the trigger */
 	const char *want;			/* trigger findings: the name fence gives it */
-	const char *column;			/* the registry's column, mode and form */
-	const char *mode;
-	const char *form;
+	FenceRegistration reg;		/* the registry's column, mode and form */
 	const char *name;			/* foreign key, extension, event trigger */
 	Oid			member;			/* member findings: the partition or child */
-	const char *mcolumn;		/* FENCE_FOUND_MEMBER_DIFFERS: its own row */
-	const char *mmode;
-	const char *mform;
+	FenceRegistration mreg;		/* FENCE_FOUND_MEMBER_DIFFERS: its own row */
 	const char *event;			/* event findings: the event it should be on */
 	const char *evtfn;			/* and its function */
 	Oid			evtoid;			/* the event trigger */
@@ -392,28 +400,23 @@ typedef struct FenceFinding
 
 extern List *fence_rel_triggers(Oid relid);
 extern List *fence_rel_findings(FenceCatalog *cat, Oid relid,
-								const char *column, const char *mode,
-								const char *form);
+								const FenceRegistration *reg);
 extern FenceFinding *fence_member_finding(FenceCatalog *cat, Oid relid,
-										  Oid member, const char *column,
-										  const char *mode, const char *form);
-extern bool fence_registration_differs(const char *column, const char *mode,
-									   const char *form, const char *column2,
-									   const char *mode2, const char *form2);
+										  Oid member,
+										  const FenceRegistration *reg);
+extern bool fence_registration_differs(const FenceRegistration *a,
+									   const FenceRegistration *b);
 extern List *fence_event_trigger_findings(Oid nspid);
 extern char *fence_finding_detail(FenceFinding *f);
 extern bool fence_after_when_is_canonical(FenceCatalog *cat, Oid relid,
 										  const char *tgname);
 extern Oid	fence_object_extension(Oid classid, Oid objid, char deptype);
 extern char *fence_rel_broken(FenceCatalog *cat, Oid relid,
-							  const char *column, const char *mode,
-							  const char *form);
+							  const FenceRegistration *reg);
 extern char *fence_member_broken(FenceCatalog *cat, Oid member,
-								 const char *column, const char *mode,
-								 const char *form);
+								 const FenceRegistration *reg);
 extern char *fence_tree_broken(FenceCatalog *cat, Oid relid,
-							   const char *column, const char *mode,
-							   const char *form, Oid *where);
+							   const FenceRegistration *reg, Oid *where);
 extern char *fence_event_triggers_broken(Oid nspid);
 
 /* audit_log.c */

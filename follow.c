@@ -75,19 +75,16 @@ rel_is_empty(Oid relid)
  * off: a policy that hides rows must not make a table look empty.
  */
 static void
-end_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *column,
-			 const char *mode, const char *form, const char *command)
+end_incoming(FenceCatalog *cat, Oid parent, Oid child,
+			 const FenceRegistration *reg, const char *command)
 {
-	char	   *ccolumn;
-	char	   *cmode;
-	char	   *cform;
+	FenceRegistration creg;
 
 	/* A foreign table is refused as a member (fence_protect_tree, 42809). */
 	if (get_rel_relkind(child) == RELKIND_FOREIGN_TABLE)
 		return;
-	if (fence_protected_lookup(cat, child, &ccolumn, &cmode, &cform) &&
-		strcmp(ccolumn, column) == 0 && strcmp(cmode, mode) == 0 &&
-		fence_form_is_after(cform) == fence_form_is_after(form))
+	if (fence_protected_lookup(cat, child, &creg) &&
+		!fence_registration_differs(&creg, reg))
 		return;
 	if (rel_is_empty(child))
 		return;
@@ -114,13 +111,11 @@ fence_follow_new_children(FenceCatalog *cat)
 			continue;
 		foreach(plc, fence_rel_parents(relid))
 		{
-			char	   *column;
-			char	   *mode;
-			char	   *form;
+			FenceRegistration reg;
 
-			if (fence_protected_lookup(cat, lfirst_oid(plc), &column, &mode, &form))
+			if (fence_protected_lookup(cat, lfirst_oid(plc), &reg))
 			{
-				fence_protect_tree(cat, relid, column, mode, form);
+				fence_protect_tree(cat, relid, &reg);
 				break;
 			}
 		}
@@ -129,11 +124,10 @@ fence_follow_new_children(FenceCatalog *cat)
 
 /* A table joined or left a protected tree: protect its tree, and record it. */
 static void
-protect_and_record(FenceCatalog *cat, Oid relid, const char *column,
-				   const char *mode, const char *form, const char *action,
-				   const char *detail)
+protect_and_record(FenceCatalog *cat, Oid relid, const FenceRegistration *reg,
+				   const char *action, const char *detail)
 {
-	fence_protect_tree(cat, relid, column, mode, form);
+	fence_protect_tree(cat, relid, reg);
 	fence_audit_log_append(cat, action, relid, NULL, detail, NULL);
 }
 
@@ -141,9 +135,7 @@ void
 fence_follow_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 {
 	Oid			relid = fence_rangevar_relid(stmt->relation);
-	char	   *column = NULL;
-	char	   *mode = NULL;
-	char	   *form = NULL;
+	FenceRegistration reg;
 	bool		protected;
 	ListCell   *lc;
 
@@ -161,7 +153,7 @@ fence_follow_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 	}
 	if (lc == NULL)
 		return;
-	protected = fence_protected_lookup(cat, relid, &column, &mode, &form);
+	protected = fence_protected_lookup(cat, relid, &reg);
 
 	foreach(lc, stmt->cmds)
 	{
@@ -174,8 +166,8 @@ fence_follow_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 				child = fence_rangevar_relid(((PartitionCmd *) cmd->def)->name);
 				if (protected && OidIsValid(child))
 				{
-					end_incoming(cat, relid, child, column, mode, form, "ATTACH PARTITION");
-					protect_and_record(cat, child, column, mode, form, "attach",
+					end_incoming(cat, relid, child, &reg, "ATTACH PARTITION");
+					protect_and_record(cat, child, &reg, "attach",
 									   psprintf("ATTACH PARTITION to %s",
 												fence_rel_query_name(relid)));
 				}
@@ -183,15 +175,13 @@ fence_follow_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 			case AT_DetachPartition:
 			case AT_DetachPartitionFinalize:
 				{
-					char	   *ccolumn;
-					char	   *cmode;
-					char	   *cform;
+					FenceRegistration creg;
 
 					child = fence_rangevar_relid(((PartitionCmd *) cmd->def)->name);
 					/* DETACH dropped the cloned guard: the data keeps its protection. */
 					if (OidIsValid(child) &&
-						fence_protected_lookup(cat, child, &ccolumn, &cmode, &cform))
-						protect_and_record(cat, child, ccolumn, cmode, cform, "detach",
+						fence_protected_lookup(cat, child, &creg))
+						protect_and_record(cat, child, &creg, "detach",
 										   psprintf("DETACH PARTITION from %s",
 													fence_rel_query_name(relid)));
 				}
@@ -199,17 +189,15 @@ fence_follow_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 			case AT_AddInherit:
 				{
 					Oid			parent = fence_rangevar_relid((RangeVar *) cmd->def);
-					char	   *pcolumn;
-					char	   *pmode;
-					char	   *pform;
+					FenceRegistration preg;
 
 					if (OidIsValid(parent) &&
-						fence_protected_lookup(cat, parent, &pcolumn, &pmode, &pform))
+						fence_protected_lookup(cat, parent, &preg))
 					{
-						end_incoming(cat, parent, relid, pcolumn, pmode, pform, "INHERIT");
+						end_incoming(cat, parent, relid, &preg, "INHERIT");
 						/* its own guard, of whatever settings, becomes the tree's */
 						fence_drop_guards(cat, relid);
-						protect_and_record(cat, relid, pcolumn, pmode, pform, "attach",
+						protect_and_record(cat, relid, &preg, "attach",
 										   psprintf("INHERIT %s",
 													fence_rel_query_name(parent)));
 					}
@@ -240,9 +228,8 @@ fence_follow_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 {
 	Oid			relid = fence_rangevar_relid(stmt->relation);
 	Oid			fnoid = LookupFuncName(stmt->funcname, 0, NULL, true);
-	const char *column = FENCE_DEFAULT_EPOCH_COLUMN;
-	const char *mode = fence_mode_name(FENCE_DEFAULT_MODE);
-	const char *form;
+	FenceRegistration reg;
+	const char *args;
 
 	if (!OidIsValid(relid) || !OidIsValid(fnoid))
 		return;
@@ -254,7 +241,7 @@ fence_follow_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 	 */
 	if ((fnoid == cat->refuse_truncate_fn || fnoid == cat->guard_after_fn) &&
 		fence_trigger_is_canonical(cat, stmt, fnoid, relid) &&
-		fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+		fence_protected_lookup(cat, relid, NULL))
 		fence_heal_triggers(cat, relid);
 	if (fnoid != cat->guard_fn && fnoid != cat->guard_after_fn)
 		return;
@@ -275,20 +262,22 @@ fence_follow_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 	/* A declared odd trigger of fence's function protects nothing. */
 	if (!fence_trigger_is_canonical(cat, stmt, fnoid, relid))
 		return;
+	reg.column = FENCE_DEFAULT_EPOCH_COLUMN;
+	reg.mode = FENCE_DEFAULT_MODE;
+	reg.form = (stmt->events & TRIGGER_TYPE_UPDATE) ? FENCE_FORM_BEFORE : FENCE_FORM_AFTER;
 	if (list_length(stmt->args) >= 1)
-		column = strVal(linitial(stmt->args));
+		reg.column = strVal(linitial(stmt->args));
+	/* (a canonical trigger's mode is one fence knows: no error here) */
 	if (list_length(stmt->args) >= 2)
-		mode = strVal(lsecond(stmt->args));
-	form = fence_form_name((stmt->events & TRIGGER_TYPE_UPDATE) ?
-						   FENCE_FORM_BEFORE : FENCE_FORM_AFTER);
-	fence_protect_tree(cat, relid, column, mode, form);
+		reg.mode = fence_mode_parse(strVal(lsecond(stmt->args)));
+	fence_protect_tree(cat, relid, &reg);
 	fence_heal_triggers(cat, relid);
+	args = psprintf("%s, %s", quote_literal_cstr(reg.column),
+					quote_literal_cstr(fence_mode_name(reg.mode)));
 	fence_audit_log_append(cat, "protect", relid, NULL,
-				fence_form_is_after(form) ?
-				psprintf("CREATE TRIGGER %s (%s, %s), form after", FENCE_GUARD_TRIGGER,
-						 quote_literal_cstr(column), quote_literal_cstr(mode)) :
-				psprintf("CREATE TRIGGER %s (%s, %s)", FENCE_GUARD_TRIGGER,
-						 quote_literal_cstr(column), quote_literal_cstr(mode)),
+				reg.form == FENCE_FORM_AFTER ?
+				psprintf("CREATE TRIGGER %s (%s), form after", FENCE_GUARD_TRIGGER, args) :
+				psprintf("CREATE TRIGGER %s (%s)", FENCE_GUARD_TRIGGER, args),
 				NULL);
 }
 
@@ -302,7 +291,7 @@ fence_follow_rename(FenceCatalog *cat, const char *command)
 	{
 		Oid			relid = lfirst_oid(lc);
 
-		if (fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+		if (fence_protected_lookup(cat, relid, NULL))
 			fence_audit_log_append(cat, "rename", relid, NULL, command, NULL);
 	}
 }

@@ -684,7 +684,6 @@ typedef struct AfterCheckConfig
 {
 	Oid			relid;			/* the relation this was worked out for */
 	FenceMode	mode;
-	char		modename[8];
 } AfterCheckConfig;
 
 #define AFTER_HINT \
@@ -803,32 +802,25 @@ fence_update_allowed(PG_FUNCTION_ARGS)
 {
 	AfterCheckConfig *cfg = (AfterCheckConfig *) fcinfo->flinfo->fn_extra;
 	Oid			relid;
-	text	   *modetext;
-	int			modelen;
+	FenceMode	mode;
 
 	fence_require_arg(fcinfo, 2, "table");
 	fence_require_arg(fcinfo, 3, "epoch column");
 	fence_require_arg(fcinfo, 4, "mode");
 	relid = PG_GETARG_OID(2);
-	modetext = PG_GETARG_TEXT_PP(4);
-	modelen = VARSIZE_ANY_EXHDR(modetext);
 
 	if (guard_applying_replicated(relid, 0))
 		PG_RETURN_BOOL(true);
 
-	/* The mode and the trigger's state, once per statement and relation. */
-	if (cfg == NULL || cfg->relid != relid ||
-		modelen != (int) strlen(cfg->modename) ||
-		memcmp(VARDATA_ANY(modetext), cfg->modename, modelen) != 0)
+	/* The trigger's state, once per statement, relation and mode. */
+	mode = fence_mode_parse_text(PG_GETARG_TEXT_PP(4));
+	if (cfg == NULL || cfg->relid != relid || cfg->mode != mode)
 	{
-		char	   *modename = text_to_cstring(modetext);
-
 		if (cfg == NULL)
 			cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
 										 sizeof(AfterCheckConfig));
 		cfg->relid = InvalidOid;
-		cfg->mode = fence_mode_parse(modename);
-		strlcpy(cfg->modename, modename, sizeof(cfg->modename));
+		cfg->mode = mode;
 		/* (no tableoid: the partitioned table of a row moving partitions) */
 		if (OidIsValid(relid))
 			guard_after_check_enabled(fcinfo->flinfo->fn_oid, relid);

@@ -96,17 +96,33 @@ is_row_var(Node *node, int varno, AttrNumber attnum)
 		((Var *) node)->varlevelsup == 0;
 }
 
-/* Is the node a non-NULL Const of the type whose text is value? */
+/* Is the node a non-NULL Const of the type? */
 static bool
-is_const_text(Node *node, Oid type, const char *value)
+is_const_of(Node *node, Oid type)
 {
 	Const	   *con = (Const *) node;
 
-	if (node == NULL || !IsA(node, Const) || con->consttype != type || con->constisnull)
-		return false;
-	if (type == NAMEOID)
-		return strcmp(NameStr(*DatumGetName(con->constvalue)), value) == 0;
-	return strcmp(TextDatumGetCString(con->constvalue), value) == 0;
+	return node != NULL && IsA(node, Const) && con->consttype == type &&
+		!con->constisnull;
+}
+
+/* Is the node the name constant value? */
+static bool
+is_const_name(Node *node, const char *value)
+{
+	return is_const_of(node, NAMEOID) &&
+		strcmp(NameStr(*DatumGetName(((Const *) node)->constvalue)), value) == 0;
+}
+
+/* Is the node a text constant that names the mode? */
+static bool
+is_const_mode(Node *node, FenceMode mode)
+{
+	FenceMode	named;
+
+	return is_const_of(node, TEXTOID) &&
+		fence_mode_lookup(TextDatumGetCString(((Const *) node)->constvalue), &named) &&
+		named == mode;
 }
 
 /*
@@ -117,11 +133,11 @@ is_const_text(Node *node, Oid type, const char *value)
  */
 static bool
 when_is_canonical(FenceCatalog *cat, Oid relid, const char *tgqual,
-				  const char *column, const char *mode)
+				  const FenceRegistration *reg)
 {
 	Oid			argtypes[5] = {INT8OID, INT8OID, OIDOID, NAMEOID, TEXTOID};
 	Oid			allowed_fn;
-	AttrNumber	attnum = get_attnum(relid, column);
+	AttrNumber	attnum = get_attnum(relid, reg->column);
 	Node	   *qual;
 	BoolExpr   *not;
 	FuncExpr   *call;
@@ -144,8 +160,22 @@ when_is_canonical(FenceCatalog *cat, Oid relid, const char *tgqual,
 		is_row_var(list_nth(call->args, 0), PRS2_NEW_VARNO, attnum) &&
 		is_row_var(list_nth(call->args, 1), PRS2_OLD_VARNO, attnum) &&
 		is_row_var(list_nth(call->args, 2), PRS2_NEW_VARNO, TableOidAttributeNumber) &&
-		is_const_text(list_nth(call->args, 3), NAMEOID, column) &&
-		is_const_text(list_nth(call->args, 4), TEXTOID, mode);
+		is_const_name(list_nth(call->args, 3), reg->column) &&
+		is_const_mode(list_nth(call->args, 4), reg->mode);
+}
+
+/*
+ * What a guard's trigger arguments name, the defaults for those it leaves
+ * out, as *reg in the given form: the text of its arguments is read here.
+ * False if its mode is not one fence knows (reg->mode is then the default).
+ */
+static bool
+trigger_registration(FenceTrigger *t, FenceForm form, FenceRegistration *reg)
+{
+	reg->column = t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN;
+	reg->mode = FENCE_DEFAULT_MODE;
+	reg->form = form;
+	return t->nargs < 2 || fence_mode_lookup(t->args[1], &reg->mode);
 }
 
 /*
@@ -228,12 +258,12 @@ fence_after_when_is_canonical(FenceCatalog *cat, Oid relid, const char *tgname)
 	foreach(lc, fence_rel_triggers(relid))
 	{
 		FenceTrigger *t = (FenceTrigger *) lfirst(lc);
+		FenceRegistration targs;
 
 		if (strcmp(t->name, tgname) == 0)
 			return t->nargs <= 2 &&
-				when_is_canonical(cat, relid, t->qual,
-								  t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN,
-								  t->nargs >= 2 ? t->args[1] : fence_mode_name(FENCE_DEFAULT_MODE));
+				trigger_registration(t, FENCE_FORM_AFTER, &targs) &&
+				when_is_canonical(cat, relid, t->qual, &targs);
 	}
 	return false;
 }
@@ -273,27 +303,22 @@ fence_object_extension(Oid classid, Oid objid, char deptype)
 	return extoid;
 }
 
-/* A new finding about relid, appended to *findings. */
+/*
+ * A new finding about relid, protected as reg says (NULL for none),
+ * appended to *findings.
+ */
 static FenceFinding *
 add_finding(List **findings, FenceFindingKind kind, Oid relid,
-			const char *column, const char *mode, const char *form)
+			const FenceRegistration *reg)
 {
 	FenceFinding *f = palloc0(sizeof(FenceFinding));
 
 	f->kind = kind;
 	f->relid = relid;
-	f->column = column;
-	f->mode = mode;
-	f->form = form;
+	if (reg != NULL)
+		f->reg = *reg;
 	*findings = lappend(*findings, f);
 	return f;
-}
-
-/* Is the mode one fence knows? */
-static bool
-mode_is_known(const char *mode)
-{
-	return fence_mode_lookup(mode, NULL);
 }
 
 /* Is the column of the relation a bigint column? */
@@ -313,7 +338,7 @@ is_bigint_column(Oid relid, const char *column)
 static int
 trigger_form_finding(FenceCatalog *cat, Oid relid, FenceTrigger *t,
 					 const char *want, int16 want_type, bool is_truncate,
-					 bool want_when, const char *column, const char *mode)
+					 bool want_when, const FenceRegistration *reg)
 {
 	if (strcmp(t->name, want) != 0)
 		return FENCE_FOUND_TRIGGER_NAME;
@@ -332,17 +357,17 @@ trigger_form_finding(FenceCatalog *cat, Oid relid, FenceTrigger *t,
 	if (t->nargs > 2)
 		return FENCE_FOUND_TRIGGER_NARGS;
 	{
-		const char *argcol = t->nargs >= 1 ? t->args[0] : FENCE_DEFAULT_EPOCH_COLUMN;
-		const char *argmode = t->nargs >= 2 ? t->args[1] : fence_mode_name(FENCE_DEFAULT_MODE);
+		FenceRegistration targs;
+		bool		mode_known = trigger_registration(t, reg->form, &targs);
 
-		if (!is_bigint_column(relid, argcol))
+		if (!is_bigint_column(relid, targs.column))
 			return FENCE_FOUND_TRIGGER_EPOCH_COLUMN;
-		if (!mode_is_known(argmode))
+		if (!mode_known)
 			return FENCE_FOUND_TRIGGER_MODE;
-		if (strcmp(argcol, column) != 0 || strcmp(argmode, mode) != 0)
+		if (strcmp(targs.column, reg->column) != 0 || targs.mode != reg->mode)
 			return FENCE_FOUND_TRIGGER_ARGS;
 	}
-	if (want_when && !when_is_canonical(cat, relid, t->qual, column, mode))
+	if (want_when && !when_is_canonical(cat, relid, t->qual, reg))
 		return FENCE_FOUND_TRIGGER_UPDATE_WHEN;
 	return -1;
 }
@@ -366,17 +391,16 @@ calls_user_function(Node *node, void *context)
 
 /* The findings about the epoch column, appended to *findings. */
 static void
-column_findings(List **findings, Oid relid, const char *column,
-				const char *mode, const char *form)
+column_findings(List **findings, Oid relid, const FenceRegistration *reg)
 {
-	HeapTuple	tup = SearchSysCacheAttName(relid, column);
+	HeapTuple	tup = SearchSysCacheAttName(relid, reg->column);
 	Form_pg_attribute att;
 	FenceFindingKind kind = FENCE_FOUND_COLUMN_MISSING;
 	bool		found = true;
 
 	if (!HeapTupleIsValid(tup))
 	{
-		add_finding(findings, kind, relid, column, mode, form);
+		add_finding(findings, kind, relid, reg);
 		return;
 	}
 	att = (Form_pg_attribute) GETSTRUCT(tup);
@@ -431,7 +455,7 @@ column_findings(List **findings, Oid relid, const char *column,
 		found = false;
 	ReleaseSysCache(tup);
 	if (found)
-		add_finding(findings, kind, relid, column, mode, form);
+		add_finding(findings, kind, relid, reg);
 }
 
 /*
@@ -440,8 +464,7 @@ column_findings(List **findings, Oid relid, const char *column,
  * NULL, SET DEFAULT), appended to *findings.
  */
 static void
-updating_fkey_findings(List **findings, Oid relid, const char *column,
-					   const char *mode, const char *form)
+updating_fkey_findings(List **findings, Oid relid, const FenceRegistration *reg)
 {
 	Relation	conrel = table_open(ConstraintRelationId, AccessShareLock);
 	ScanKeyData key;
@@ -463,30 +486,29 @@ updating_fkey_findings(List **findings, Oid relid, const char *column,
 			con->confupdtype == FKCONSTR_ACTION_SETDEFAULT ||
 			con->confdeltype == FKCONSTR_ACTION_SETNULL ||
 			con->confdeltype == FKCONSTR_ACTION_SETDEFAULT)
-			add_finding(findings, FENCE_FOUND_UPDATING_FKEY, relid, column, mode,
-						form)->name = pstrdup(NameStr(con->conname));
+			add_finding(findings, FENCE_FOUND_UPDATING_FKEY, relid,
+						reg)->name = pstrdup(NameStr(con->conname));
 	}
 	systable_endscan(scan);
 	table_close(conrel, AccessShareLock);
 }
 
 /*
- * Everything that keeps one relation, protected with this column, mode and
- * form, from being intact on its own (its tree: fence_member_finding), in
- * the order of the definition: the relation, its epoch column, its
- * triggers in name order (for each: its form, its firing state, its
- * dependency on an extension), the triggers it lacks, the after form's
- * foreign keys.  NIL when it is intact, or no longer exists.  Read from the
- * catalogs, under whatever locks the caller holds.
+ * Everything that keeps one relation, protected as reg says, from being
+ * intact on its own (its tree: fence_member_finding), in the order of the
+ * definition: the relation, its epoch column, its triggers in name order
+ * (for each: its form, its firing state, its dependency on an extension),
+ * the triggers it lacks, the after form's foreign keys.  NIL when it is
+ * intact, or no longer exists.  Read from the catalogs, under whatever
+ * locks the caller holds.
  */
 List *
-fence_rel_findings(FenceCatalog *cat, Oid relid, const char *column,
-				   const char *mode, const char *form)
+fence_rel_findings(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
 {
 	HeapTuple	classtup = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
 	char		relkind;
 	char		relpersistence;
-	bool		after = fence_form_is_after(form);
+	bool		after = (reg->form == FENCE_FORM_AFTER);
 	bool		have_guard = false;
 	bool		have_update = false;
 	bool		have_truncate = false;
@@ -500,12 +522,12 @@ fence_rel_findings(FenceCatalog *cat, Oid relid, const char *column,
 	ReleaseSysCache(classtup);
 
 	if (relkind == RELKIND_FOREIGN_TABLE)
-		add_finding(&findings, FENCE_FOUND_FOREIGN, relid, column, mode, form);
+		add_finding(&findings, FENCE_FOUND_FOREIGN, relid, reg);
 	else if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
-		add_finding(&findings, FENCE_FOUND_NOT_TABLE, relid, column, mode, form);
+		add_finding(&findings, FENCE_FOUND_NOT_TABLE, relid, reg);
 	if (relpersistence == RELPERSISTENCE_UNLOGGED)
-		add_finding(&findings, FENCE_FOUND_UNLOGGED, relid, column, mode, form);
-	column_findings(&findings, relid, column, mode, form);
+		add_finding(&findings, FENCE_FOUND_UNLOGGED, relid, reg);
+	column_findings(&findings, relid, reg);
 
 	foreach(lc, fence_rel_triggers(relid))
 	{
@@ -549,7 +571,7 @@ fence_rel_findings(FenceCatalog *cat, Oid relid, const char *column,
 				have_truncate = true;
 			else
 				continue;
-			f = add_finding(&findings, FENCE_FOUND_TRIGGER_IMPOSTOR, relid, column, mode, form);
+			f = add_finding(&findings, FENCE_FOUND_TRIGGER_IMPOSTOR, relid, reg);
 			f->trigger = t;
 			f->want = t->name;
 			continue;
@@ -559,16 +581,16 @@ fence_rel_findings(FenceCatalog *cat, Oid relid, const char *column,
 			kind = FENCE_FOUND_TRIGGER_UPDATE_IN_BEFORE_FORM;
 		else
 			kind = trigger_form_finding(cat, relid, t, want, want_type,
-										is_truncate, want_when, column, mode);
+										is_truncate, want_when, reg);
 		if (kind >= 0)
 		{
-			f = add_finding(&findings, (FenceFindingKind) kind, relid, column, mode, form);
+			f = add_finding(&findings, (FenceFindingKind) kind, relid, reg);
 			f->trigger = t;
 			f->want = want;
 		}
 		if (t->enabled != TRIGGER_FIRES_ALWAYS)
 		{
-			f = add_finding(&findings, FENCE_FOUND_TRIGGER_ENABLED, relid, column, mode, form);
+			f = add_finding(&findings, FENCE_FOUND_TRIGGER_ENABLED, relid, reg);
 			f->trigger = t;
 			f->want = want;
 		}
@@ -577,58 +599,51 @@ fence_rel_findings(FenceCatalog *cat, Oid relid, const char *column,
 		{
 			char	   *extname = get_extension_name(extoid);
 
-			f = add_finding(&findings, FENCE_FOUND_TRIGGER_EXTENSION, relid, column, mode, form);
+			f = add_finding(&findings, FENCE_FOUND_TRIGGER_EXTENSION, relid, reg);
 			f->trigger = t;
 			f->want = want;
 			f->name = extname ? extname : "?";
 		}
 	}
 	if (!have_guard)
-		add_finding(&findings, FENCE_FOUND_NO_GUARD, relid, column, mode, form);
+		add_finding(&findings, FENCE_FOUND_NO_GUARD, relid, reg);
 	if (after && !have_update)
-		add_finding(&findings, FENCE_FOUND_NO_UPDATE_CHECK, relid, column, mode, form);
+		add_finding(&findings, FENCE_FOUND_NO_UPDATE_CHECK, relid, reg);
 	if (!have_truncate)
-		add_finding(&findings, FENCE_FOUND_NO_TRUNCATE, relid, column, mode, form);
+		add_finding(&findings, FENCE_FOUND_NO_TRUNCATE, relid, reg);
 	if (after)
-		updating_fkey_findings(&findings, relid, column, mode, form);
+		updating_fkey_findings(&findings, relid, reg);
 	return findings;
 }
 
-/* Do two registrations differ (the form compared as fence reads it)? */
+/* Do two registrations differ? */
 bool
-fence_registration_differs(const char *column, const char *mode, const char *form,
-						   const char *column2, const char *mode2, const char *form2)
+fence_registration_differs(const FenceRegistration *a, const FenceRegistration *b)
 {
-	return strcmp(column, column2) != 0 || strcmp(mode, mode2) != 0 ||
-		fence_form_is_after(form) != fence_form_is_after(form2);
+	return strcmp(a->column, b->column) != 0 || a->mode != b->mode ||
+		a->form != b->form;
 }
 
 /*
- * Is member, a partition or child of relid, in a tree protected with this
- * column, mode and form, registered alike?  NULL, or the finding.
+ * Is member, a partition or child of relid, in a tree protected as reg
+ * says, registered alike?  NULL, or the finding.
  */
 FenceFinding *
 fence_member_finding(FenceCatalog *cat, Oid relid, Oid member,
-					 const char *column, const char *mode, const char *form)
+					 const FenceRegistration *reg)
 {
-	char	   *mcolumn;
-	char	   *mmode;
-	char	   *mform;
+	FenceRegistration mreg;
 	FenceFinding *f = palloc0(sizeof(FenceFinding));
 
 	f->relid = relid;
 	f->member = member;
-	f->column = column;
-	f->mode = mode;
-	f->form = form;
-	if (!fence_protected_lookup(cat, member, &mcolumn, &mmode, &mform))
+	f->reg = *reg;
+	if (!fence_protected_lookup(cat, member, &mreg))
 		f->kind = FENCE_FOUND_MEMBER_UNREGISTERED;
-	else if (fence_registration_differs(mcolumn, mmode, mform, column, mode, form))
+	else if (fence_registration_differs(&mreg, reg))
 	{
 		f->kind = FENCE_FOUND_MEMBER_DIFFERS;
-		f->mcolumn = mcolumn;
-		f->mmode = mmode;
-		f->mform = mform;
+		f->mreg = mreg;
 	}
 	else
 	{
@@ -713,7 +728,7 @@ fence_event_trigger_findings(Oid nspid)
 		if (!OidIsValid(fnoid))
 		{
 			f = add_finding(&findings, FENCE_FOUND_EVENT_FUNCTION_MISSING, InvalidOid,
-							NULL, NULL, NULL);
+							NULL);
 			f->event = event;
 			f->evtfn = fn;
 			continue;
@@ -734,7 +749,7 @@ fence_event_trigger_findings(Oid nspid)
 		if (mine == NIL)
 		{
 			f = add_finding(&findings, FENCE_FOUND_EVENT_MISSING, InvalidOid,
-							NULL, NULL, NULL);
+							NULL);
 			f->event = event;
 			f->evtfn = fn;
 			continue;
@@ -747,7 +762,7 @@ fence_event_trigger_findings(Oid nspid)
 							strcmp(e->event, event) != 0 ? FENCE_FOUND_EVENT_WRONG_EVENT :
 							e->filtered ? FENCE_FOUND_EVENT_FILTERED :
 							FENCE_FOUND_EVENT_ENABLED,
-							InvalidOid, NULL, NULL, NULL);
+							InvalidOid, NULL);
 			f->event = event;
 			f->evtfn = fn;
 			f->name = e->name;
@@ -800,16 +815,16 @@ fence_finding_detail(FenceFinding *f)
 		case FENCE_FOUND_UNLOGGED:
 			return pstrdup("it is unlogged: a crash would lose writes that fence accepted");
 		case FENCE_FOUND_COLUMN_MISSING:
-			return psprintf("its epoch column \"%s\" does not exist", f->column);
+			return psprintf("its epoch column \"%s\" does not exist", f->reg.column);
 		case FENCE_FOUND_COLUMN_TYPE:
-			return psprintf("its epoch column \"%s\" is not of type bigint", f->column);
+			return psprintf("its epoch column \"%s\" is not of type bigint", f->reg.column);
 		case FENCE_FOUND_COLUMN_GENERATED:
-			return psprintf("its epoch column \"%s\" is generated", f->column);
+			return psprintf("its epoch column \"%s\" is generated", f->reg.column);
 		case FENCE_FOUND_COLUMN_IDENTITY:
-			return psprintf("its epoch column \"%s\" is an identity column", f->column);
+			return psprintf("its epoch column \"%s\" is an identity column", f->reg.column);
 		case FENCE_FOUND_COLUMN_DEFAULT:
 			return psprintf("its epoch column \"%s\" has a default other than 0: every INSERT would carry it as a token",
-							f->column);
+							f->reg.column);
 		case FENCE_FOUND_TRIGGER_IMPOSTOR:
 			return psprintf("trigger \"%s\" calls %s(), not fence's %s()", tgname,
 							get_func_name(t->fnoid),
@@ -844,17 +859,20 @@ fence_finding_detail(FenceFinding *f)
 				const char *argmode = t->nargs >= 2 ? t->args[1] : fence_mode_name(FENCE_DEFAULT_MODE);
 
 				if (f->kind == FENCE_FOUND_TRIGGER_EPOCH_COLUMN &&
-					strcmp(argcol, f->column) == 0)
+					strcmp(argcol, f->reg.column) == 0)
 					return psprintf("trigger \"%s\" checks column \"%s\", which is not a bigint column of the table",
 									tgname, argcol);
 				return psprintf("trigger \"%s\" checks (%s, %s), not fence_protected's (%s, %s)",
 								tgname, quote_literal_cstr(argcol), quote_literal_cstr(argmode),
-								quote_literal_cstr(f->column), quote_literal_cstr(f->mode));
+								quote_literal_cstr(f->reg.column),
+								quote_literal_cstr(fence_mode_name(f->reg.mode)));
 			}
 		case FENCE_FOUND_TRIGGER_UPDATE_WHEN:
 			return psprintf("trigger \"%s\" has another WHEN clause than NOT fence_update_allowed(NEW.%s, OLD.%s, NEW.tableoid, %s, %s)",
-							tgname, quote_identifier(f->column), quote_identifier(f->column),
-							quote_literal_cstr(f->column), quote_literal_cstr(f->mode));
+							tgname, quote_identifier(f->reg.column),
+							quote_identifier(f->reg.column),
+							quote_literal_cstr(f->reg.column),
+							quote_literal_cstr(fence_mode_name(f->reg.mode)));
 		case FENCE_FOUND_TRIGGER_ENABLED:
 			return psprintf("trigger \"%s\" is %s, not ENABLE ALWAYS", tgname,
 							enabled_word(t->enabled));
@@ -878,9 +896,12 @@ fence_finding_detail(FenceFinding *f)
 			return psprintf("its %s \"%s\" is protected as (%s, %s, %s), not as (%s, %s, %s)",
 							get_rel_relispartition(f->member) ? "partition" : "child",
 							fence_rel_display_name(f->member),
-							quote_literal_cstr(f->mcolumn), quote_literal_cstr(f->mmode),
-							quote_literal_cstr(f->mform), quote_literal_cstr(f->column),
-							quote_literal_cstr(f->mode), quote_literal_cstr(f->form));
+							quote_literal_cstr(f->mreg.column),
+							quote_literal_cstr(fence_mode_name(f->mreg.mode)),
+							quote_literal_cstr(fence_form_name(f->mreg.form)),
+							quote_literal_cstr(f->reg.column),
+							quote_literal_cstr(fence_mode_name(f->reg.mode)),
+							quote_literal_cstr(fence_form_name(f->reg.form)));
 		case FENCE_FOUND_EVENT_FUNCTION_MISSING:
 			return psprintf("function %s(), which fence's event trigger on %s calls, is missing",
 							f->evtfn, f->event);
@@ -900,15 +921,14 @@ fence_finding_detail(FenceFinding *f)
 }
 
 /*
- * What is wrong with one relation protected with this column, mode and
- * form, on its own (its tree: fence_tree_broken), or NULL if it is intact:
- * the first finding, in words.
+ * What is wrong with one relation protected as reg says, on its own (its
+ * tree: fence_tree_broken), or NULL if it is intact: the first finding, in
+ * words.
  */
 char *
-fence_rel_broken(FenceCatalog *cat, Oid relid, const char *column,
-				 const char *mode, const char *form)
+fence_rel_broken(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
 {
-	List	   *findings = fence_rel_findings(cat, relid, column, mode, form);
+	List	   *findings = fence_rel_findings(cat, relid, reg);
 
 	if (findings == NIL)
 		return NULL;
@@ -916,26 +936,25 @@ fence_rel_broken(FenceCatalog *cat, Oid relid, const char *column,
 }
 
 /*
- * Is member, a partition or child in a tree protected with this column,
- * mode and form, registered alike?  NULL, or what is wrong.
+ * Is member, a partition or child in a tree protected as reg says,
+ * registered alike?  NULL, or what is wrong.
  */
 char *
-fence_member_broken(FenceCatalog *cat, Oid member, const char *column,
-					const char *mode, const char *form)
+fence_member_broken(FenceCatalog *cat, Oid member, const FenceRegistration *reg)
 {
-	FenceFinding *f = fence_member_finding(cat, InvalidOid, member, column, mode, form);
+	FenceFinding *f = fence_member_finding(cat, InvalidOid, member, reg);
 
 	return f ? fence_finding_detail(f) : NULL;
 }
 
 /*
- * What is wrong with relid's whole tree, protected with this column, mode
- * and form: relid itself, and every partition and child at every level,
- * each registered alike and intact.  *where gets the member that is not.
+ * What is wrong with relid's whole tree, protected as reg says: relid
+ * itself, and every partition and child at every level, each registered
+ * alike and intact.  *where gets the member that is not.
  */
 char *
-fence_tree_broken(FenceCatalog *cat, Oid relid, const char *column,
-				  const char *mode, const char *form, Oid *where)
+fence_tree_broken(FenceCatalog *cat, Oid relid, const FenceRegistration *reg,
+				  Oid *where)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
 	ListCell   *lc;
@@ -946,9 +965,9 @@ fence_tree_broken(FenceCatalog *cat, Oid relid, const char *column,
 		Oid			member = lfirst_oid(lc);
 
 		if (member != relid)
-			problem = fence_member_broken(cat, member, column, mode, form);
+			problem = fence_member_broken(cat, member, reg);
 		if (problem == NULL)
-			problem = fence_rel_broken(cat, member, column, mode, form);
+			problem = fence_rel_broken(cat, member, reg);
 		if (problem != NULL)
 		{
 			*where = member;

@@ -227,9 +227,9 @@ relid_text(Oid relid)
 }
 
 /*
- * Is the relation protected?  If so, *column, *mode and *form (when not
- * NULL) get its epoch column, mode and guard form, palloc'd in the
- * caller's context.
+ * Is the relation protected?  If so, *reg (when not NULL) gets its epoch
+ * column (palloc'd in the caller's context), mode and guard form.  A row
+ * from before forms were recorded has none: the default form.
  *
  * Every checked DDL command asks this, on unprotected tables too, so it
  * reads fence_protected through its primary key directly, with the latest
@@ -238,8 +238,7 @@ relid_text(Oid relid)
  * fence's own writes through the executor.
  */
 bool
-fence_protected_lookup(FenceCatalog *cat, Oid relid, char **column, char **mode,
-					  char **form)
+fence_protected_lookup(FenceCatalog *cat, Oid relid, FenceRegistration *reg)
 {
 	Oid			regid = get_relname_relid("fence_protected", cat->nspid);
 	Oid			idxid = get_relname_relid("fence_protected_pkey", cat->nspid);
@@ -256,27 +255,20 @@ fence_protected_lookup(FenceCatalog *cat, Oid relid, char **column, char **mode,
 	rel = table_open(regid, AccessShareLock);
 	slot = table_slot_create(rel, NULL);
 	found = fence_index_fetch(rel, idxid, F_OIDEQ, ObjectIdGetDatum(relid), slot);
-	if (found)
+	if (found && reg != NULL)
 	{
 		bool		isnull;
 		Datum		value;
 
-		if (column)
-		{
-			value = slot_getattr(slot, get_attnum(regid, "epoch_column"), &isnull);
-			*column = isnull ? pstrdup("") : pstrdup(NameStr(*DatumGetName(value)));
-		}
-		if (mode)
-		{
-			value = slot_getattr(slot, get_attnum(regid, "mode"), &isnull);
-			*mode = isnull ? pstrdup("") : TextDatumGetCString(value);
-		}
-		if (form)
-		{
-			value = slot_getattr(slot, get_attnum(regid, "form"), &isnull);
-			*form = isnull ? pstrdup(fence_form_name(FENCE_DEFAULT_FORM)) :
-				TextDatumGetCString(value);
-		}
+		value = slot_getattr(slot, get_attnum(regid, "epoch_column"), &isnull);
+		reg->column = isnull ? pstrdup("") : pstrdup(NameStr(*DatumGetName(value)));
+		value = slot_getattr(slot, get_attnum(regid, "mode"), &isnull);
+		if (isnull)
+			elog(ERROR, "relation %u has no mode in fence_protected", relid);
+		reg->mode = fence_mode_parse(TextDatumGetCString(value));
+		value = slot_getattr(slot, get_attnum(regid, "form"), &isnull);
+		reg->form = isnull ? FENCE_DEFAULT_FORM :
+			fence_form_parse(TextDatumGetCString(value));
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
@@ -311,15 +303,14 @@ fence_protected_any(FenceCatalog *cat)
 
 /* Record the relation as protected with this column, mode and form. */
 static void
-registry_put(FenceCatalog *cat, Oid relid, const char *column, const char *mode,
-			 const char *form)
+registry_put(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
 {
 	const char *args[4];
 
 	args[0] = relid_text(relid);
-	args[1] = column;
-	args[2] = mode;
-	args[3] = form;
+	args[1] = reg->column;
+	args[2] = fence_mode_name(reg->mode);
+	args[3] = fence_form_name(reg->form);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	fence_spi_as_owner(cat, "fence_protected",
@@ -388,12 +379,11 @@ create_always_trigger(Oid relid, const char *tgname, const char *definition)
  * are cloned to its partitions.
  */
 static void
-create_guard(FenceCatalog *cat, Oid relid, const char *column, const char *mode,
-			 const char *form)
+create_guard(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
 {
-	bool		after = fence_form_is_after(form);
-	const char *args = psprintf("%s, %s", quote_literal_cstr(column),
-								quote_literal_cstr(mode));
+	bool		after = (reg->form == FENCE_FORM_AFTER);
+	const char *args = psprintf("%s, %s", quote_literal_cstr(reg->column),
+								quote_literal_cstr(fence_mode_name(reg->mode)));
 
 	if (after && !OidIsValid(cat->guard_after_fn))
 		ereport(ERROR,
@@ -415,7 +405,8 @@ create_guard(FenceCatalog *cat, Oid relid, const char *column, const char *mode,
 									   " EXECUTE FUNCTION %s(%s)",
 									   fence_rel_query_name(relid),
 									   quote_qualified_identifier(cat->nspname, "fence_update_allowed"),
-									   quote_identifier(column), quote_identifier(column),
+									   quote_identifier(reg->column),
+									   quote_identifier(reg->column),
 									   args,
 									   quote_qualified_identifier(cat->nspname, "fence_guard_after"),
 									   args));
@@ -444,15 +435,14 @@ fence_drop_guards(FenceCatalog *cat, Oid relid)
 }
 
 /*
- * Protect relid's whole inheritance tree with column, mode and form: a
- * registry row for every member; the guard's triggers on every member that
- * lacks them (on a partitioned tree, creating them on relid clones them to
- * the partitions; a legacy inheritance child gets its own); the TRUNCATE
- * refusal, ENABLE ALWAYS, on every member.  A foreign member is refused.
+ * Protect relid's whole inheritance tree as reg says: a registry row for
+ * every member; the guard's triggers on every member that lacks them (on a
+ * partitioned tree, creating them on relid clones them to the partitions;
+ * a legacy inheritance child gets its own); the TRUNCATE refusal, ENABLE
+ * ALWAYS, on every member.  A foreign member is refused.
  */
 void
-fence_protect_tree(FenceCatalog *cat, Oid relid, const char *column,
-				   const char *mode, const char *form)
+fence_protect_tree(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
 {
 	List	   *members = find_all_inheritors(relid, AccessShareLock, NULL);
 	ListCell   *lc;
@@ -468,8 +458,8 @@ fence_protect_tree(FenceCatalog *cat, Oid relid, const char *column,
 		/* A legacy inheritance child's guard is its own: make it this one. */
 		if (member != relid && !get_rel_relispartition(member))
 			fence_drop_guards(cat, member);
-		create_guard(cat, member, column, mode, form);
-		registry_put(cat, member, column, mode, form);
+		create_guard(cat, member, reg);
+		registry_put(cat, member, reg);
 	}
 	cover_truncate(cat, relid);
 	list_free(members);
@@ -625,7 +615,8 @@ fence_protect(PG_FUNCTION_ARGS)
 	Oid			relid;
 	const char *colname;
 	char	   *mode;
-	char	   *form = unconstify(char *, fence_form_name(FENCE_DEFAULT_FORM));
+	char	   *form = NULL;
+	FenceRegistration reg;
 	AttrNumber	attnum;
 
 	fence_require_arg(fcinfo, 0, "table");
@@ -641,8 +632,9 @@ fence_protect(PG_FUNCTION_ARGS)
 	}
 
 	check_protect_target(cat, relid);
-	(void) fence_mode_parse(mode);
-	(void) fence_form_parse(form);
+	reg.column = colname;
+	reg.mode = fence_mode_parse(mode);
+	reg.form = form ? fence_form_parse(form) : FENCE_DEFAULT_FORM;
 
 	attnum = get_attnum(relid, colname);
 	if (attnum <= 0)
@@ -664,12 +656,12 @@ fence_protect(PG_FUNCTION_ARGS)
 				 errdetail("A generated epoch column would overwrite the token each write carries.")));
 
 	fence_drop_guards(cat, relid);
-	fence_protect_tree(cat, relid, colname, mode, form);
+	fence_protect_tree(cat, relid, &reg);
 
 	/* What was made must be what "protected" means (intact.c). */
 	{
 		Oid			where = relid;
-		char	   *problem = fence_tree_broken(cat, relid, colname, mode, form, &where);
+		char	   *problem = fence_tree_broken(cat, relid, &reg, &where);
 
 		if (problem != NULL)
 		{
@@ -682,11 +674,11 @@ fence_protect(PG_FUNCTION_ARGS)
 		}
 	}
 	fence_audit_log_append(cat, "protect", relid, NULL,
-				fence_form_is_after(form) ?
+				reg.form == FENCE_FORM_AFTER ?
 				psprintf("fence_protect(%s, %s, form => 'after')", quote_literal_cstr(colname),
-						 quote_literal_cstr(mode)) :
+						 quote_literal_cstr(fence_mode_name(reg.mode))) :
 				psprintf("fence_protect(%s, %s)", quote_literal_cstr(colname),
-						 quote_literal_cstr(mode)),
+						 quote_literal_cstr(fence_mode_name(reg.mode))),
 				NULL);
 	PG_RETURN_VOID();
 }
@@ -726,7 +718,7 @@ fence_unprotect(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
 	if (!OidIsValid(get_trigger_oid(relid, FENCE_GUARD_TRIGGER, true)) &&
-		!fence_protected_lookup(cat, relid, NULL, NULL, NULL))
+		!fence_protected_lookup(cat, relid, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("table %s is not protected by fence",
