@@ -338,7 +338,7 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 
 	if (!OidIsValid(relid))
 		return;
-	if (relid == get_relname_relid("fence_token_seq", cat->nspid))
+	if (relid == cat->token_seq_relid)
 		refuse_counter_change();
 
 	/* Most ALTER TABLEs change nothing fence looks at: no lookup for them. */
@@ -721,7 +721,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 			break;
 		case T_AlterSeqStmt:
 			if (fence_rangevar_relid(((AlterSeqStmt *) parsetree)->sequence) ==
-				get_relname_relid("fence_token_seq", cat->nspid))
+				cat->token_seq_relid)
 				refuse_counter_change();
 			break;
 		case T_AlterObjectSchemaStmt:
