@@ -60,17 +60,11 @@ while [ $# -gt 0 ]; do
 	--claims) CLAIMS=$2; shift ;;
 	--tokens) TOKENS=$2; shift ;;
 	--quick) QUICK=1 ;;
-	--out) OUT=$2; shift ;;
-	--port) QB_PORT_BASE=$2; shift ;;
-	--keep) QB_KEEP=1 ;;
-	--no-priority) QB_PRIORITY=0 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) fence_die "unknown option: $1 (try --help)" ;;
+	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
 done
-fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 procps >&2 || fence_die "package install failed"
+qb_prepare python3 procps
 [ "$QUICK" = 1 ] && CLAIMS=5000 TOKENS="100 1000" QB_PRIORITY=0
 # The smoke run's session must outlive the sampler's first look at it (one a
 # second): at full speed 5,000 claims can end before it, leaving its row out.
@@ -95,10 +89,6 @@ autovacuum = off
 jit = off
 EOF
 )"
-qb_say "cluster $CL on port $PORT; results in $OUT"
-T0=$(date +%s)
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-D0=$(date -u '+%Y-%m-%d %H:%M UTC')
 
 q >/dev/null <<EOF
 SET client_min_messages = warning;
@@ -236,15 +226,8 @@ done
 # the guarded UPDATE stamped each row with its own job's token
 bad=$(q -c "SELECT count(*) FROM m_fence p JOIN fence_claims c ON c.job = 'mt_' || p.id WHERE p.id <= $MAXTOK AND p.writer_epoch <> c.token")
 [ "$bad" = 0 ] || fence_die "m_fence rows not stamped with their own job's token: $bad"
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-{
-	echo "date: $D0; mode: $([ "$QUICK" = 1 ] && echo 'quick (smoke: not a measurement)' || echo full)"
-	qb_meta
-	echo "load average (1, 5, 15 min) at start: $LOAD0; at end: $LOAD1"
-	echo "claims in one session: $CLAIMS per variant over $NJOBS jobs; tokens per transaction: $TOKENS; max_locks_per_transaction 1024"
-	echo "whole script: $(($(date +%s) - T0)) s; failed runs: $QB_FAILED_RUNS"
-} >"$OUT/meta.txt"
+qb_meta "claims in one session: $CLAIMS per variant over $NJOBS jobs; tokens per transaction: $TOKENS; max_locks_per_transaction 1024"
 
 python3 - "$CLM" "$CTX" "$TXM" >"$OUT/report.md" <<'EOF'
 import csv, sys

@@ -65,19 +65,13 @@ while [ $# -gt 0 ]; do
 	--seconds) SECONDS_=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
 	--quick) QUICK=1 ;;
-	--out) OUT=$2; shift ;;
-	--port) QB_PORT_BASE=$2; shift ;;
-	--keep) QB_KEEP=1 ;;
-	--no-priority) QB_PRIORITY=0 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) fence_die "unknown option: $1 (try --help)" ;;
+	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
 done
-fence_need_root "$0" "${ARGS[@]}"
-pkgs=("postgresql-$FENCE_PG_MAJOR" python3 procps)
+pkgs=(python3 procps)
 [ "$QUICK" = 1 ] || pkgs+=(linux-perf)
-fence_install_packages "${pkgs[@]}" >&2 || fence_die "package install failed"
+qb_prepare "${pkgs[@]}"
 
 NJOBS=10000 NWARM=2000
 declare -A NTX=([1]=15000 [8]=30000)
@@ -89,18 +83,10 @@ QB_NAME=fence-profile QB_PORT_MAX=$((QB_PORT_BASE + 19)) QB_DB=fence_profile
 qb_start "$(
 	cat <<EOF
 # bench/claim_profile.sh
-shared_buffers = 512MB
-max_wal_size = 20GB
-checkpoint_timeout = 1h
-wal_init_zero = off
+$(qb_conf 512MB)
 autovacuum = off
-jit = off
 EOF
 )"
-qb_say "cluster $CL on port $PORT; results in $OUT"
-T0=$(date +%s)
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-D0=$(date -u '+%Y-%m-%d %H:%M UTC')
 
 ALTS=(sql_unique sql_nonunique sql_hash sql_unique_ff50 sql_noindex_ff50)
 setup_sql()
@@ -224,15 +210,8 @@ for c in 1 8; do
 		done
 	done
 done
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-{
-	echo "date: $D0; mode: $([ "$QUICK" = 1 ] && echo 'quick (smoke: not a measurement)' || echo full)"
-	qb_meta
-	echo "load average (1, 5, 15 min) at start: $LOAD0; at end: $LOAD1"
-	echo "alternatives: attempts per run x1 ${NTX[1]}, x8 ${NTX[8]}; rounds: $ROUNDS measured + $([ "$NWARM" -gt 0 ] && echo 1 || echo 0) warm-up, first variant rotating"
-	echo "whole script: $(($(date +%s) - T0)) s; failed runs: $QB_FAILED_RUNS"
-} >"$OUT/meta.txt"
+qb_meta "alternatives: attempts per run x1 ${NTX[1]}, x8 ${NTX[8]}; rounds: $ROUNDS measured + $([ "$NWARM" -gt 0 ] && echo 1 || echo 0) warm-up, first variant rotating"
 python3 - "$RES" >"$OUT/report.md" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))

@@ -83,8 +83,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=../test/lib.sh
 . "$ROOT/test/lib.sh"
+# shellcheck source=queue_lib.sh
+. "$HERE/queue_lib.sh"
 
-OLD=9959406 NEW=HEAD REPO=$ROOT ROUNDS=7 OUT="" KEEP=0 PRIORITY=1 QUICK=0 CPU_ONLY=0
+OLD=9959406 NEW=HEAD REPO=$ROOT ROUNDS=7 OUT="" QB_KEEP=0 QB_PRIORITY=1 QUICK=0 CPU_ONLY=0
+unset QB_PORT_BASE # no --port: the clusters' ports are 54380-54389
 ARGS=("$@")
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -92,20 +95,13 @@ while [ $# -gt 0 ]; do
 	--new) NEW=$2; shift ;;
 	--repo) REPO=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
-	--out) OUT=$2; shift ;;
-	--keep) KEEP=1 ;;
-	--no-priority) PRIORITY=0 ;;
 	--quick) QUICK=1 ;;
 	--cpu-only) CPU_ONLY=1 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) fence_die "unknown option: $1 (try --help)" ;;
+	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
 done
-fence_need_root "$0" "${ARGS[@]}"
-
-fence_install_packages "postgresql-$FENCE_PG_MAJOR" "postgresql-server-dev-$FENCE_PG_MAJOR" build-essential git python3 procps >&2 ||
-	fence_die "package install failed"
+qb_prepare "postgresql-server-dev-$FENCE_PG_MAJOR" build-essential git python3 procps
 
 SYS_PG_CONFIG=$FENCE_PG_CONFIG
 SYS_LIB=$("$SYS_PG_CONFIG" --pkglibdir)
@@ -120,9 +116,9 @@ else
 fi
 DB=claimv
 if [ "$CPU_ONLY" = 1 ]; then
-	ONOFF=off MODE="CPU-only (--cpu-only)" VAC="yes, a VACUUM of fence_claims before every run"
+	MODE="CPU-only (--cpu-only)" VAC="yes, a VACUUM of fence_claims before every run"
 else
-	ONOFF=on MODE="production durability (the default)" VAC="no (VACUUM ANALYZE once after loading, before the first run)"
+	MODE="production durability (the default)" VAC="no (VACUUM ANALYZE once after loading, before the first run)"
 fi
 
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/fence-claimv-out.XXXXXX)
@@ -132,7 +128,6 @@ chmod 755 "$WORK"
 RES=$OUT/results.tsv
 printf 'workload\tclients\tversion\tround\torder\ttps\tfailed\taborted\tsrv_errors\tcpu_us_tx\twon\tntx\n' >"$RES"
 
-say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 T0=$(date +%s)
 
 # ---- builds: one copy of the installation per commit
@@ -157,7 +152,7 @@ build()
 	# whatever fence the system has installed is not this build's
 	rm -rf "$("$pgconf" --pkglibdir)"/fence.so "$("$pgconf" --pkglibdir)"/bitcode/fence* \
 		"$("$pgconf" --sharedir)"/extension/fence[-.]*
-	say "building $rev ($sha, fence $ver) into $pgc"
+	qb_say "building $rev ($sha, fence $ver) into $pgc"
 	make -C "$src" -j2 USE_PGXS=1 PG_CONFIG="$pgconf" install >"$OUT/build-$key.log" 2>&1 ||
 		{ tail -n 20 "$OUT/build-$key.log" >&2; fence_die "build of $rev failed"; }
 	# every directory and file make install wrote lies inside the copy
@@ -174,19 +169,19 @@ VER_old=${VER[old]} VER_new=${VER[new]}
 
 # ---- clusters, one per build, both running
 NICE=()
-[ "$PRIORITY" = 1 ] && [ "$QUICK" = 0 ] && NICE=(nice -n -15)
+[ "$QB_PRIORITY" = 1 ] && [ "$QUICK" = 0 ] && NICE=(nice -n -15)
 cleanup()
 {
 	local k
 	for k in old new; do
 		[ -n "${CL[$k]:-}" ] || continue
-		if [ "$KEEP" = 1 ]; then
+		if [ "$QB_KEEP" = 1 ]; then
 			echo "cluster kept: ${CL[$k]} (port ${PORT[$k]})" >&2
 		else
 			FENCE_PG_BIN=${BIN[$k]} fence_cluster_stop "${CL[$k]}" fast
 		fi
 	done
-	[ "$KEEP" = 1 ] || rm -rf "$WORK"
+	[ "$QB_KEEP" = 1 ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 
@@ -201,14 +196,8 @@ for k in old new; do
 		cat <<EOF
 # bench/claim_versions.sh: the same settings for both builds
 # (test/lib.sh writes fsync and full_page_writes off above: the last wins)
-fsync = $ONOFF
-full_page_writes = $ONOFF
-autovacuum = $ONOFF
-shared_buffers = 256MB
-max_wal_size = 20GB
-checkpoint_timeout = 1h
-wal_init_zero = off
-jit = off
+$(qb_durability "$CPU_ONLY")
+$(qb_conf 256MB)
 max_connections = 50
 EOF
 	)" || fence_die "initdb failed"
@@ -242,7 +231,7 @@ CHECKPOINT;
 EOF
 	got=$(q "$k" -c "SELECT extversion FROM pg_extension WHERE extname = 'fence'")
 	[ "$got" = "${VER[$k]}" ] || fence_die "cluster $k runs fence $got, not ${VER[$k]}"
-	say "cluster $k: fence $got (fence.so md5 ${SO_MD5[$k]}), port ${PORT[$k]}, ${CL[$k]}"
+	qb_say "cluster $k: fence $got (fence.so md5 ${SO_MD5[$k]}), port ${PORT[$k]}, ${CL[$k]}"
 done
 
 # ---- pgbench scripts
@@ -260,20 +249,9 @@ SELECT fence_claim('n' || :r::text || '_' || :client_id::text || '_' || :j::text
 EOF
 
 # Server CPU: the postmaster's cutime + cstime grow by the CPU time of each
-# backend it reaps; wait until no child but the auxiliary processes is left
-# (an exiting backend may have dropped its title: see bench/queue_lib.sh),
-# so that the reading holds every backend of the run just ended and none of
-# the next.
-backends_gone()
-{
-	for _ in $(seq 1 500); do
-		ps --ppid "$1" -o args= | grep -q -v -E \
-			'^postgres: (checkpointer|background writer|walwriter|autovacuum launcher|logical replication launcher|archiver)' ||
-			return 0
-		sleep 0.01
-	done
-}
-pm_cpu_ticks() { awk '{ print $16 + $17 }' "/proc/$1/stat"; }
+# backend it reaps; wait (up to 5 s) until no child but the auxiliary
+# processes is left (bench/queue_lib.sh's qb_backends_gone), so that the
+# reading holds every backend of the run just ended and none of the next.
 CLK_TCK=$(getconf CLK_TCK)
 tokens_issued() { q "$1" -c "SELECT last_value FROM fence_token_seq"; }
 
@@ -287,26 +265,21 @@ run_one()
 	[ "$CPU_ONLY" = 0 ] || q "$k" -c "VACUUM fence_claims"
 	w0=$(tokens_issued "$k")
 	e0=$(grep -c 'ERROR:' "$slog" || true)
-	backends_gone "$pm"
-	cpu0=$(pm_cpu_ticks "$pm")
+	qb_backends_gone "$pm" 500
+	cpu0=$(qb_cpu_ticks "$pm")
 	(cd "$OUT/runs" && "${NICE[@]}" "${BIN[$k]}/pgbench" -h "${CL[$k]}/sock" -p "${PORT[$k]}" -U postgres \
 		-n -M prepared -c "$c" -j 1 -t $((n / c)) --random-seed=$((3000 + r)) \
 		-D njobs="$NJOBS" -D r="${r}c$c" -f "$OUT/scripts/$w.pgb" "$DB") >"$out" 2>&1 || rc=$?
-	backends_gone "$pm"
-	cpu1=$(pm_cpu_ticks "$pm")
+	qb_backends_gone "$pm" 500
+	cpu1=$(qb_cpu_ticks "$pm")
 	e1=$(grep -c 'ERROR:' "$slog" || true)
 	w1=$(tokens_issued "$k")
-	local tps ntx failed aborted cpu_tx=""
-	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")
-	ntx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
-	failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
-	aborted=$(grep -c 'aborted in command\|aborted while' "$out" || true)
-	[ -n "$tps" ] || tps=0
-	[ -n "$ntx" ] || ntx=0
-	[ -n "$failed" ] || failed=0
+	local cpu_tx=""
+	qb_pgbench_counts "$out"
+	local tps=$QB_TPS ntx=$QB_NTX failed=$QB_FAILED aborted=$QB_ABORTED
 	if [ "$rc" != 0 ] || [ "$failed" != 0 ] || [ "$aborted" != 0 ] || [ $((e1 - e0)) != 0 ]; then
 		FAILED_RUNS=$((FAILED_RUNS + 1))
-		say "ERRORS in $w/c$c/$k round $r (rc=$rc failed=$failed aborted=$aborted server errors=$((e1 - e0))): $out"
+		qb_say "ERRORS in $w/c$c/$k round $r (rc=$rc failed=$failed aborted=$aborted server errors=$((e1 - e0))): $out"
 		grep -m3 -i 'error' "$out" >&2 || true
 		grep 'ERROR:' "$slog" | tail -n 3 >&2 || true
 	fi
@@ -325,7 +298,7 @@ for w in expiry release first; do
 		[ "$c" = 8 ] && n=$N8
 		# release: two statements per transaction; half as many transactions
 		[ "$w" = release ] && n=$((n / 2))
-		say "$w, $c client(s), $n transactions per run, warm-up + $ROUNDS round(s)"
+		qb_say "$w, $c client(s), $n transactions per run, warm-up + $ROUNDS round(s)"
 		first=1
 		[ "$NWARM" -gt 0 ] && first=0
 		for r in $(seq "$first" "$ROUNDS"); do
@@ -410,5 +383,5 @@ print("tps: pgbench transactions per second (release: one claim and one release 
       "(1.000 = every attempt took the job).")
 EOF
 cat "$OUT/report.md"
-say "results in $OUT"
-[ "$FAILED_RUNS" = 0 ] || { say "$FAILED_RUNS run(s) had errors"; exit 1; }
+qb_say "results in $OUT"
+[ "$FAILED_RUNS" = 0 ] || { qb_say "$FAILED_RUNS run(s) had errors"; exit 1; }

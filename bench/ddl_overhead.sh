@@ -92,8 +92,10 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=../test/lib.sh
 . "$ROOT/test/lib.sh"
+# shellcheck source=queue_lib.sh
+. "$HERE/queue_lib.sh"
 
-SRC=$ROOT ROUNDS=6 OUT="" WORK="" PORT_BASE=54390 KEEP=0 PRIORITY=1 QUICK=0 CONTROL=1
+SRC=$ROOT ROUNDS=6 OUT="" WORK="" QB_PORT_BASE=54390 QB_KEEP=0 QB_PRIORITY=1 QUICK=0 CONTROL=1
 ARGS=("$@")
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -101,21 +103,13 @@ while [ $# -gt 0 ]; do
 	--rounds) ROUNDS=$2; shift ;;
 	--no-control) CONTROL=0 ;;
 	--src) SRC=$2; shift ;;
-	--out) OUT=$2; shift ;;
 	--work) WORK=$2; shift ;;
-	--port) PORT_BASE=$2; shift ;;
-	--keep) KEEP=1 ;;
-	--no-priority) PRIORITY=0 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) fence_die "unknown option: $1 (try --help)" ;;
+	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
 done
 case $ROUNDS in '' | *[!0-9]* | 0) fence_die "--rounds needs a positive number" ;; esac
-fence_need_root "$0" "${ARGS[@]}"
-
-fence_install_packages "postgresql-$FENCE_PG_MAJOR" "postgresql-server-dev-$FENCE_PG_MAJOR" build-essential python3 procps >&2 ||
-	fence_die "package install failed"
+qb_prepare "postgresql-server-dev-$FENCE_PG_MAJOR" build-essential python3 procps
 
 SYS_PG_CONFIG=$FENCE_PG_CONFIG
 SYS_LIB=$("$SYS_PG_CONFIG" --pkglibdir)
@@ -146,7 +140,6 @@ chmod 755 "$WORK"
 RES=$OUT/results.tsv
 printf 'workload\tclients\tdb\tround\torder\ttps\tfailed\taborted\tsrv_errors\tcpu_us_tx\tntx\tstmt_ms\n' >"$RES"
 
-say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 T0=$(date +%s)
 
 # ---- build: the source tree into a copy of the installation
@@ -171,7 +164,7 @@ REV=$(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo "-")
 DIRTY=$(git -C "$SRC" status --porcelain 2>/dev/null | grep -c . || true)
 SRC_HASH=$(cd "$WORK/src" && find . -maxdepth 1 -type f \( -name '*.c' -o -name '*.h' -o -name '*.sql' \
 	-o -name '*.control' -o -name Makefile \) -print0 | sort -z | xargs -0 cat | md5sum | cut -c1-12)
-say "building fence from $SRC (HEAD $REV, $DIRTY uncommitted path(s), sources md5 $SRC_HASH) into $PGC"
+qb_say "building fence from $SRC (HEAD $REV, $DIRTY uncommitted path(s), sources md5 $SRC_HASH) into $PGC"
 make -C "$WORK/src" -j2 USE_PGXS=1 PG_CONFIG="$PGCONF" install >"$OUT/build.log" 2>&1 ||
 	{ tail -n 20 "$OUT/build.log" >&2; fence_die "build failed"; }
 if grep -E '(install -c|mkdir -p) ' "$OUT/build.log" | grep -v "'$PGC/"; then
@@ -182,34 +175,30 @@ VER=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$WORK/src/fence.control")
 
 # ---- the cluster
 NICE=()
-[ "$PRIORITY" = 1 ] && [ "$QUICK" = 0 ] && NICE=(nice -n -15)
+[ "$QB_PRIORITY" = 1 ] && [ "$QUICK" = 0 ] && NICE=(nice -n -15)
 export FENCE_PG_BIN=$BIN # for test/lib.sh's fence_as_pg
 CL=""
 cleanup()
 {
 	if [ -n "$CL" ]; then
-		if [ "$KEEP" = 1 ]; then
+		if [ "$QB_KEEP" = 1 ]; then
 			echo "cluster kept: $CL (port $PORT)" >&2
 		else
 			fence_cluster_stop "$CL" fast
 		fi
 	fi
-	[ "$KEEP" = 1 ] || rm -rf "$WORK"
+	[ "$QB_KEEP" = 1 ] || rm -rf "$WORK"
 }
 trap cleanup EXIT
 
-PORT=$(fence_free_port "$PORT_BASE")
-[ "$PORT" -le 54399 ] || fence_die "no free port in $PORT_BASE-54399"
+PORT=$(fence_free_port "$QB_PORT_BASE")
+[ "$PORT" -le 54399 ] || fence_die "no free port in $QB_PORT_BASE-54399"
 d=$(TMPDIR=$WORK fence_mktemp_pg cluster)
 fence_cluster_init "$d" "$PORT" "$(
 	cat <<EOF
 # bench/ddl_overhead.sh: one cluster, all databases
-shared_buffers = 256MB
-max_wal_size = 20GB
-checkpoint_timeout = 1h
-wal_init_zero = off
+$(qb_conf 256MB)
 autovacuum = off
-jit = off
 max_connections = 20
 EOF
 )" || fence_die "initdb failed"
@@ -258,7 +247,7 @@ ETS=$(q with_fence -c "SELECT string_agg(evtevent, ', ' ORDER BY evtevent) FROM 
 [ -n "$ETS" ] || fence_die "with_fence has no enabled event triggers"
 [ "$(q without_fence -c 'SELECT count(*) FROM pg_event_trigger')" = 0 ] ||
 	fence_die "without_fence has event triggers"
-say "cluster: fence $got (fence.so md5 $SO_MD5; event triggers on $ETS), port $PORT, $CL"
+qb_say "cluster: fence $got (fence.so md5 $SO_MD5; event triggers on $ETS), port $PORT, $CL"
 
 # ---- pgbench scripts
 # :n counts per client across transactions (pgbench keeps a client's
@@ -296,7 +285,6 @@ backends_gone()
 		sleep 0.01
 	done
 }
-pm_cpu_ticks() { awk '{ print $16 + $17 }' "/proc/$PMPID/stat"; }
 CLK_TCK=$(getconf CLK_TCK)
 
 FAILED_RUNS=0
@@ -311,28 +299,23 @@ run_one()
 	q "$db" -c "VACUUM" -c "CHECKPOINT"
 	e0=$(grep -c 'ERROR:' "$slog" || true)
 	backends_gone
-	cpu0=$(pm_cpu_ticks)
+	cpu0=$(qb_cpu_ticks "$PMPID")
 	(cd "$OUT/runs" && "${NICE[@]}" "$BIN/pgbench" -h "$CL/sock" -p "$PORT" -U postgres \
 		-n -M simple -r -c "$c" -j 1 -t $((n / c)) -D n=0 -D n0="$N0" \
 		-f "$OUT/scripts/$w.pgb" "$db") >"$out" 2>&1 || rc=$?
 	backends_gone
-	cpu1=$(pm_cpu_ticks)
+	cpu1=$(qb_cpu_ticks "$PMPID")
 	e1=$(grep -c 'ERROR:' "$slog" || true)
-	local tps ntx failed aborted cpu_tx="" stmt
-	tps=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")
-	ntx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out")
-	failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out")
-	aborted=$(grep -c 'aborted in command\|aborted while' "$out" || true)
+	local cpu_tx="" stmt
+	qb_pgbench_counts "$out"
+	local tps=$QB_TPS ntx=$QB_NTX failed=$QB_FAILED aborted=$QB_ABORTED
 	# pgbench -r: the mean latency (ms) of each SQL statement, in script order
 	stmt=$(awk '/^statement latencies/ { on = 1; next }
 		on && $1 ~ /^[0-9.]+$/ && $0 !~ /\\set/ { s = s (s == "" ? "" : ",") $1 }
 		END { print s }' "$out")
-	[ -n "$tps" ] || tps=0
-	[ -n "$ntx" ] || ntx=0
-	[ -n "$failed" ] || failed=0
 	if [ "$rc" != 0 ] || [ "$failed" != 0 ] || [ "$aborted" != 0 ] || [ $((e1 - e0)) != 0 ]; then
 		FAILED_RUNS=$((FAILED_RUNS + 1))
-		say "ERRORS in $w/c$c/$db round $r (rc=$rc failed=$failed aborted=$aborted server errors=$((e1 - e0))): $out"
+		qb_say "ERRORS in $w/c$c/$db round $r (rc=$rc failed=$failed aborted=$aborted server errors=$((e1 - e0))): $out"
 		grep -m3 -i 'error' "$out" >&2 || true
 		grep 'ERROR:' "$slog" | tail -n 3 >&2 || true
 	fi
@@ -349,7 +332,7 @@ for w in $WORKLOADS; do
 	for c in $CLIENTS; do
 		n=$NTABLE
 		[ "$w" = partition ] && n=$NPART
-		say "$w, $c client(s), $n transactions per run, $([ "$NWARM" -gt 0 ] && echo "warm-up + ")$ROUNDS round(s)"
+		qb_say "$w, $c client(s), $n transactions per run, $([ "$NWARM" -gt 0 ] && echo "warm-up + ")$ROUNDS round(s)"
 		first=1
 		[ "$NWARM" -gt 0 ] && first=0
 		for r in $(seq "$first" "$ROUNDS"); do
@@ -370,10 +353,10 @@ TRUN=$(($(date +%s) - TRUN0))
 # nothing of the benchmark may be left behind, and the registry is unchanged
 for db in $DBS; do
 	left=$(q "$db" -c "SELECT count(*) FROM pg_class WHERE relname ~ '^(ddl|pt[12]?)_'")
-	[ "$left" = 0 ] || say "WARNING: $left benchmark relation(s) left in $db"
+	[ "$left" = 0 ] || qb_say "WARNING: $left benchmark relation(s) left in $db"
 done
 [ "$(q with_fence -c 'SELECT count(*) FROM fence_protected')" = 1 ] ||
-	say "WARNING: fence_protected changed during the runs"
+	qb_say "WARNING: fence_protected changed during the runs"
 
 # ---- what one registry look-up costs (step 5)
 UNPROT=$(q with_fence -c "CREATE TABLE unprotected_probe (id int)" -c "SELECT 'unprotected_probe'::regclass::oid")
@@ -386,7 +369,7 @@ SELECT 1;
 EOF
 LRES=$OUT/lookup.tsv
 printf 'round\tscript\ttps\n' >"$LRES"
-say "registry look-up estimate: $LROUNDS round(s) of $NLOOKUP transactions"
+qb_say "registry look-up estimate: $LROUNDS round(s) of $NLOOKUP transactions"
 for r in $(seq 1 "$LROUNDS"); do
 	order="select1 lookup"
 	[ $((r % 2)) = 0 ] && order="lookup select1"
@@ -394,14 +377,14 @@ for r in $(seq 1 "$LROUNDS"); do
 		out=$OUT/runs/lookup.$s.r$r.out
 		(cd "$OUT/runs" && "${NICE[@]}" "$BIN/pgbench" -h "$CL/sock" -p "$PORT" -U postgres \
 			-n -M simple -c 1 -j 1 -t "$NLOOKUP" -f "$OUT/scripts/$s.pgb" with_fence) >"$out" 2>&1 ||
-			{ FAILED_RUNS=$((FAILED_RUNS + 1)); say "ERRORS in $out"; }
+			{ FAILED_RUNS=$((FAILED_RUNS + 1)); qb_say "ERRORS in $out"; }
 		printf '%s\t%s\t%s\n' "$r" "$s" "$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' "$out")" >>"$LRES"
 	done
 done
 LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- fence's SPI queries per transaction (step 6)
-say "counting fence's SPI queries (pg_stat_statements, track = all)"
+qb_say "counting fence's SPI queries (pg_stat_statements, track = all)"
 fence_cluster_stop "$CL" fast
 cat >>"$CL/data/postgresql.conf" <<'EOF'
 shared_preload_libraries = 'pg_stat_statements'
@@ -416,7 +399,7 @@ for w in $WORKLOADS; do
 	out=$OUT/runs/$w.count.out
 	(cd "$OUT/runs" && "$BIN/pgbench" -h "$CL/sock" -p "$PORT" -U postgres -n -M simple -c 1 -j 1 \
 		-t 100 -D n=0 -D n0=$((N0 + 10000000)) -f "$OUT/scripts/$w.pgb" with_fence) >"$out" 2>&1 ||
-		{ FAILED_RUNS=$((FAILED_RUNS + 1)); say "ERRORS in $out"; }
+		{ FAILED_RUNS=$((FAILED_RUNS + 1)); qb_say "ERRORS in $out"; }
 	q with_fence -F $'\t' -c "SELECT '$w', round(calls / 100.0, 2), round(mean_exec_time::numeric * 1000, 1),
 		regexp_replace(query, '\s+', ' ', 'g') FROM pg_stat_statements
 		WHERE NOT toplevel ORDER BY calls DESC, query" >>"$SPI"
@@ -545,5 +528,5 @@ for w in ["table", "partition"]:
               f"pg_event_trigger_dropped_objects() cost more than a look-up).")
 EOF
 cat "$OUT/report.md"
-say "results in $OUT"
-[ "$FAILED_RUNS" = 0 ] || { say "$FAILED_RUNS run(s) had errors"; exit 1; }
+qb_say "results in $OUT"
+[ "$FAILED_RUNS" = 0 ] || { qb_say "$FAILED_RUNS run(s) had errors"; exit 1; }

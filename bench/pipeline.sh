@@ -54,17 +54,11 @@ while [ $# -gt 0 ]; do
 	--rounds) ROUNDS=$2; shift ;;
 	--clients) CLIENTS=$2; shift ;;
 	--quick) QUICK=1 ;;
-	--out) OUT=$2; shift ;;
-	--port) QB_PORT_BASE=$2; shift ;;
-	--keep) QB_KEEP=1 ;;
-	--no-priority) QB_PRIORITY=0 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) fence_die "unknown option: $1 (try --help)" ;;
+	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
 done
-fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 procps >&2 || fence_die "package install failed"
+qb_prepare python3 procps
 
 ROWS=100000 NWARM=2000
 declare -A NTX=([1]=8000 [8]=24000)
@@ -81,18 +75,10 @@ QB_NAME=fence-pipeline QB_PORT_MAX=$((QB_PORT_BASE + 19)) QB_DB=fence_pipeline
 qb_start "$(
 	cat <<EOF
 # bench/pipeline.sh: the same settings for every variant
-shared_buffers = 512MB
-max_wal_size = 20GB
-checkpoint_timeout = 1h
-wal_init_zero = off
+$(qb_conf 512MB)
 autovacuum = off
-jit = off
 EOF
 )"
-qb_say "cluster $CL on port $PORT; results in $OUT"
-T0=$(date +%s)
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-D0=$(date -u '+%Y-%m-%d %H:%M UTC')
 
 VARIANTS=(plain plain_select fence_begin plain_pipe plain_select_pipe fence_begin_pipe)
 q >/dev/null <<EOF
@@ -172,15 +158,8 @@ done
 # every fence transaction wrote with its client's token: check the stamps
 stale=$(q -c "SELECT count(*) FROM p_fence_begin_pipe WHERE writer_epoch <> 0 AND writer_epoch < $TBASE")
 [ "$stale" = 0 ] || fence_die "p_fence_begin_pipe holds epochs below the first token"
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-{
-	echo "date: $D0; mode: $([ "$QUICK" = 1 ] && echo 'quick (smoke: not a measurement)' || echo full)"
-	qb_meta
-	echo "load average (1, 5, 15 min) at start: $LOAD0; at end: $LOAD1"
-	echo "rows: $ROWS per table; transactions per run (all clients): $(for c in $CLIENTS; do printf 'x%s %s ' "$c" "${NTX[$c]:-24000}"; done); rounds: $ROUNDS measured + $([ "$NWARM" -gt 0 ] && echo 1 || echo 0) warm-up"
-	echo "whole script: $(($(date +%s) - T0)) s; failed runs: $QB_FAILED_RUNS"
-} >"$OUT/meta.txt"
+qb_meta "rows: $ROWS per table; transactions per run (all clients): $(for c in $CLIENTS; do printf 'x%s %s ' "$c" "${NTX[$c]:-24000}"; done); rounds: $ROUNDS measured + $([ "$NWARM" -gt 0 ] && echo 1 || echo 0) warm-up"
 
 python3 - "$RES" >"$OUT/report.md" <<'EOF'
 import csv, statistics, sys

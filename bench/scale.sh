@@ -91,17 +91,11 @@ while [ $# -gt 0 ]; do
 	--quick) QUICK=1 ;;
 	--cpu-only) CPU_ONLY=1 ;;
 	--synchronous-commit) SYNC_COMMIT=$2; shift ;;
-	--out) OUT=$2; shift ;;
-	--port) QB_PORT_BASE=$2; shift ;;
-	--keep) QB_KEEP=1 ;;
-	--no-priority) QB_PRIORITY=0 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) fence_die "unknown option: $1 (try --help)" ;;
+	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
 done
-fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 procps >&2 || fence_die "package install failed"
+qb_prepare python3 procps
 
 SHARED_BUFFERS=8GB
 # attempts per run, all clients together: ~2-4 s per run on 2 cores
@@ -124,19 +118,11 @@ qb_start "$(
 # bench/scale.sh: the same settings for both variants
 $(qb_durability "$CPU_ONLY")
 synchronous_commit = $SYNC_COMMIT
-shared_buffers = $SHARED_BUFFERS
+$(qb_conf "$SHARED_BUFFERS")
 maintenance_work_mem = 1GB
-max_wal_size = 20GB
-checkpoint_timeout = 1h
-wal_init_zero = off
-jit = off
 max_connections = 100
 EOF
 )"
-qb_say "cluster $CL on port $PORT; results in $OUT"
-T0=$(date +%s)
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-D0=$(date -u '+%Y-%m-%d %H:%M UTC')
 
 q >/dev/null <<'EOF'
 SET client_min_messages = warning;
@@ -268,15 +254,8 @@ for size in $SIZES; do
 	q -c "CHECKPOINT"
 	prev=$size
 done
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-{
-	echo "date: $D0; mode: $([ "$QUICK" = 1 ] && echo 'quick (smoke: not a measurement)' || echo full)"
-	qb_meta
-	echo "load average (1, 5, 15 min) at start: $LOAD0; at end: $LOAD1"
-	echo "attempts per run (all clients): x1 ${NTX[1]}, x8 ${NTX[8]}, x32 ${NTX[32]}; rounds: $ROUNDS measured + $([ "$NWARM" -gt 0 ] && echo 1 || echo 0) warm-up; shared_buffers $SHARED_BUFFERS"
-	echo "whole script: $(($(date +%s) - T0)) s; failed runs: $QB_FAILED_RUNS"
-} >"$OUT/meta.txt"
+qb_meta "attempts per run (all clients): x1 ${NTX[1]}, x8 ${NTX[8]}, x32 ${NTX[32]}; rounds: $ROUNDS measured + $([ "$NWARM" -gt 0 ] && echo 1 || echo 0) warm-up; shared_buffers $SHARED_BUFFERS"
 if [ "$CPU_ONLY" = 1 ]; then
 	MODE="CPU-only (--cpu-only)" VAC="yes, a VACUUM of the run's table before every run"
 else

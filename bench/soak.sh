@@ -80,19 +80,12 @@ while [ $# -gt 0 ]; do
 	--runs) RUNS=$2; shift ;;
 	--quick) QUICK=1 ;;
 	--cpu-only) CPU_ONLY=1 ;;
-	--out) OUT=$2; shift ;;
 	--plots) PLOTS=$2; shift ;;
-	--port) QB_PORT_BASE=$2; shift ;;
-	--keep) QB_KEEP=1 ;;
-	--no-priority) QB_PRIORITY=0 ;;
-	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-	*) fence_die "unknown option: $1 (try --help)" ;;
+	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
 done
-fence_need_root "$0" "${ARGS[@]}"
-fence_install_packages "postgresql-$FENCE_PG_MAJOR" python3 python3-matplotlib procps >&2 ||
-	fence_die "package install failed"
+qb_prepare python3 python3-matplotlib procps
 
 DURATION=$((MINUTES * 60))
 if [ "$QUICK" = 1 ]; then
@@ -116,10 +109,6 @@ jit = off
 max_connections = 50
 EOF
 )"
-qb_say "cluster $CL on port $PORT; results in $OUT"
-T0=$(date +%s)
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-D0=$(date -u '+%Y-%m-%d %H:%M UTC')
 
 sample_sql="SELECT round(extract(epoch FROM clock_timestamp())::numeric, 3),
 	(SELECT last_value FROM fence_token_seq),
@@ -180,15 +169,8 @@ EOF
 	qb_say "soak $run: $QB_NTX attempts, $QB_TPS/s, server CPU $QB_CPU_US us/attempt; $(grep -c 'automatic vacuum' "$OUT/autovacuum_$run.log" || true) autovacuums of fence_claims"
 	q -c "CHECKPOINT"
 done
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-{
-	echo "date: $D0; mode: $([ "$QUICK" = 1 ] && echo 'quick (smoke: not a measurement)' || echo full)"
-	qb_meta
-	echo "load average (1, 5, 15 min) at start: $LOAD0; at end: $LOAD1"
-	echo "each run: $DURATION s, $CLIENTS clients (-j 1, -M prepared, no -R), $JOBS jobs, every attempt a takeover (1 ms leases); samples every $INTERVAL s"
-	echo "whole script: $(($(date +%s) - T0)) s; failed runs: $QB_FAILED_RUNS"
-} >"$OUT/meta.txt"
+qb_meta "each run: $DURATION s, $CLIENTS clients (-j 1, -M prepared, no -R), $JOBS jobs, every attempt a takeover (1 ms leases); samples every $INTERVAL s"
 
 if [ "$CPU_ONLY" = 1 ]; then
 	MODE="CPU-only (--cpu-only; autovacuum stays on)"
