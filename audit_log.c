@@ -27,7 +27,7 @@
  */
 void
 fence_audit_log_append(FenceCatalog *cat, const char *action, Oid relid,
-			const char *relname, const char *detail, const char *reason)
+					   const char *relname, const char *detail, const char *reason)
 {
 	const char *args[5];
 	char	   *sql;

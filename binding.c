@@ -108,7 +108,7 @@ fence_begin_fresh(PG_FUNCTION_ARGS)
 	fence_xact_bind(NULL, token);
 	if (reason != NULL)
 		fence_audit_log_append(cat, "begin_fresh", InvalidOid, NULL,
-					psprintf("token " INT64_FORMAT, token), reason);
+							   psprintf("token " INT64_FORMAT, token), reason);
 
 	if (!IsTransactionBlock())
 		ereport(WARNING,

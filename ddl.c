@@ -131,7 +131,7 @@ ddl_declared(FenceCatalog *cat, Oid relid, const char *command)
 		if (!fence_xact_setting_recorded(relid))
 		{
 			fence_audit_log_append(cat, "allow_ddl_setting", relid, NULL, command,
-						"fence.allow_ddl = on");
+								   "fence.allow_ddl = on");
 			fence_xact_note_setting_recorded(relid);
 		}
 		return true;
@@ -145,7 +145,7 @@ ddl_declared(FenceCatalog *cat, Oid relid, const char *command)
  */
 void
 fence_ddl_refuse_with(FenceCatalog *cat, Oid relid, const char *command,
-			const char *message, const char *why)
+					  const char *message, const char *why)
 {
 	bool		protected;
 
@@ -290,8 +290,8 @@ check_incoming(FenceCatalog *cat, Oid parent, Oid child, const char *command,
 		return;
 	if (get_rel_persistence(child) == RELPERSISTENCE_UNLOGGED)
 		fence_ddl_refuse(cat, parent, command,
-			   psprintf("Table \"%s\" is unlogged: a crash would lose writes that fence accepted.",
-						fence_rel_display_name(child)));
+						 psprintf("Table \"%s\" is unlogged: a crash would lose writes that fence accepted.",
+								  fence_rel_display_name(child)));
 
 	/*
 	 * A partition gets the parent's guard as a clone, which would clash with
@@ -369,52 +369,52 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 			case AT_DisableTrig:
 				if (is_fence_trigger(cat, relid, cmd->name))
 					fence_ddl_refuse(cat, relid, "DISABLE TRIGGER",
-						   "Writes would then go through without a fencing token.");
+									 "Writes would then go through without a fencing token.");
 				break;
 			case AT_DisableTrigAll:
 				fence_ddl_refuse(cat, relid, "DISABLE TRIGGER ALL",
-					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
+								 "fence's triggers would be disabled, and writes would go through without a fencing token.");
 				break;
 			case AT_DisableTrigUser:
 				fence_ddl_refuse(cat, relid, "DISABLE TRIGGER USER",
-					   "fence's triggers would be disabled, and writes would go through without a fencing token.");
+								 "fence's triggers would be disabled, and writes would go through without a fencing token.");
 				break;
 			case AT_EnableTrig:
 			case AT_EnableReplicaTrig:
 				if (is_fence_trigger(cat, relid, cmd->name))
 					fence_ddl_refuse(cat, relid,
-						   cmd->subtype == AT_EnableTrig ? "ENABLE TRIGGER" : "ENABLE REPLICA TRIGGER",
-						   "fence's triggers are ENABLE ALWAYS; otherwise they do not fire for some values of session_replication_role.");
+									 cmd->subtype == AT_EnableTrig ? "ENABLE TRIGGER" : "ENABLE REPLICA TRIGGER",
+									 "fence's triggers are ENABLE ALWAYS; otherwise they do not fire for some values of session_replication_role.");
 				break;
 			case AT_AlterColumnType:
 				if (((ColumnDef *) cmd->def)->raw_default != NULL)
 					fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE ... USING",
-						   "It rewrites stored values without a fencing token.");
+									 "It rewrites stored values without a fencing token.");
 				else if (strcmp(cmd->name, reg.column) == 0 &&
 						 !is_bigint_type((ColumnDef *) cmd->def))
 					fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE on the epoch column",
-						   "The epoch column must stay bigint.");
+									 "The epoch column must stay bigint.");
 				break;
 			case AT_AddIdentity:
 			case AT_SetIdentity:
 				if (strcmp(cmd->name, reg.column) == 0)
 					fence_ddl_refuse(cat, relid, "ADD/SET GENERATED ... AS IDENTITY on the epoch column",
-						   "It would stamp rows with an epoch no token vouched for.");
+									 "It would stamp rows with an epoch no token vouched for.");
 				break;
 			case AT_SetUnLogged:
 				fence_ddl_refuse(cat, relid, "SET UNLOGGED",
-					   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
+								 "A crash would then lose writes that fence accepted, and the rows would move backwards.");
 				break;
 			case AT_DropColumn:
 				if (strcmp(cmd->name, reg.column) == 0)
 					fence_ddl_refuse(cat, relid, "DROP COLUMN on the epoch column",
-						   "Every row would forget which execution wrote it last.");
+									 "Every row would forget which execution wrote it last.");
 				break;
 			case AT_ColumnDefault:
 				if (strcmp(cmd->name, reg.column) == 0 && cmd->def != NULL &&
 					!is_zero_or_null(cmd->def))
 					fence_ddl_refuse(cat, relid, "SET DEFAULT on the epoch column",
-						   "A default other than 0 or NULL would stamp rows with an epoch no token vouched for.");
+									 "A default other than 0 or NULL would stamp rows with an epoch no token vouched for.");
 				break;
 			case AT_AttachPartition:
 				check_incoming(cat, relid,
@@ -445,7 +445,7 @@ check_rename(FenceCatalog *cat, RenameStmt *stmt)
 			relid = fence_rangevar_relid(stmt->relation);
 			if (is_fence_trigger(cat, relid, stmt->subname))
 				fence_ddl_refuse(cat, relid, "ALTER TRIGGER ... RENAME",
-					   "fence's triggers keep their names, so that they fire last.");
+								 "fence's triggers keep their names, so that they fire last.");
 			break;
 		case OBJECT_COLUMN:
 			relid = fence_rangevar_relid(stmt->relation);
@@ -453,7 +453,7 @@ check_rename(FenceCatalog *cat, RenameStmt *stmt)
 				fence_protected_lookup(cat, relid, &reg) &&
 				strcmp(stmt->subname, reg.column) == 0)
 				fence_ddl_refuse(cat, relid, "RENAME COLUMN on the epoch column",
-					   "The guard finds the epoch column by its name.");
+								 "The guard finds the epoch column by its name.");
 			break;
 		default:
 			break;
@@ -490,7 +490,7 @@ guard_args_ok(List *args, Oid relid)
  */
 bool
 fence_trigger_is_canonical(FenceCatalog *cat, CreateTrigStmt *stmt, Oid fnoid,
-					 Oid relid)
+						   Oid relid)
 {
 	if (stmt->columns != NIL || stmt->isconstraint || stmt->transitionRels != NIL)
 		return false;
@@ -529,21 +529,21 @@ check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 
 	if (stmt->replace && is_fence_trigger(cat, relid, stmt->trigname))
 		fence_ddl_refuse(cat, relid, "CREATE OR REPLACE TRIGGER",
-			   "It would replace one of fence's triggers.");
+						 "It would replace one of fence's triggers.");
 	if (fence_fn && !fence_trigger_is_canonical(cat, stmt, fnoid, relid))
 		fence_ddl_refuse_with(cat, relid, "CREATE TRIGGER",
-					psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
-							 stmt->trigname, get_func_name(fnoid),
-							 fence_rel_display_name(relid)),
-					"A trigger calling fence's functions must be one fence_protect() creates: "
-			   "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
-			   "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
-			   "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
+							  psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
+									   stmt->trigname, get_func_name(fnoid),
+									   fence_rel_display_name(relid)),
+							  "A trigger calling fence's functions must be one fence_protect() creates: "
+						 "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
+						 "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
+						 "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
 	if ((fence_fn || fence_protected_lookup(cat, relid, NULL)) &&
 		!fence_may_manage(relid))
 		fence_ddl_refuse(cat, relid, "CREATE TRIGGER",
-			   "Only the table's owner or a superuser may create triggers on a protected table: "
-			   "a BEFORE trigger runs before the guard's check and can change the row.");
+						 "Only the table's owner or a superuser may create triggers on a protected table: "
+						 "a BEFORE trigger runs before the guard's check and can change the row.");
 
 	/*
 	 * The canonical trigger replaces fence's own of the same name and kind.
@@ -604,7 +604,7 @@ check_drop(FenceCatalog *cat, DropStmt *stmt)
 			relid = fence_rangevar_relid(makeRangeVarFromNameList(relnames));
 			if (is_fence_trigger(cat, relid, strVal(llast(names))))
 				fence_ddl_refuse(cat, relid, "DROP TRIGGER",
-					   "Writes would then go through without a fencing token.");
+								 "Writes would then go through without a fencing token.");
 		}
 	}
 	else if (stmt->removeType == OBJECT_SCHEMA)
@@ -649,9 +649,9 @@ check_create_table(FenceCatalog *cat, CreateStmt *stmt)
 
 		if (OidIsValid(parent) && fence_protected_lookup(cat, parent, NULL))
 			fence_ddl_refuse(cat, parent,
-				   stmt->partbound ? "CREATE UNLOGGED TABLE ... PARTITION OF" :
-				   "CREATE UNLOGGED TABLE ... INHERITS",
-				   "A crash would then lose writes that fence accepted, and the rows would move backwards.");
+							 stmt->partbound ? "CREATE UNLOGGED TABLE ... PARTITION OF" :
+							 "CREATE UNLOGGED TABLE ... INHERITS",
+							 "A crash would then lose writes that fence accepted, and the rows would move backwards.");
 	}
 }
 
@@ -708,7 +708,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 
 				if (OidIsValid(relid) && fence_protected_lookup(cat, relid, NULL))
 					fence_ddl_refuse(cat, relid, "CREATE RULE",
-						   "A rule can rewrite a write into one the guard never sees, and the writer is told it succeeded.");
+									 "A rule can rewrite a write into one the guard never sees, and the writer is told it succeeded.");
 			}
 			break;
 		case T_CreateStmt:
@@ -1105,7 +1105,7 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 			{
 				cat = fence_catalog(fcinfo->flinfo->fn_oid);
 				fence_follow_rename(cat, psprintf("RENAME TO %s",
-										  quote_identifier(((RenameStmt *) parsetree)->newname)));
+												  quote_identifier(((RenameStmt *) parsetree)->newname)));
 			}
 			break;
 		case T_AlterObjectSchemaStmt:
@@ -1113,7 +1113,7 @@ fence_ddl_command_end(PG_FUNCTION_ARGS)
 			{
 				cat = fence_catalog(fcinfo->flinfo->fn_oid);
 				fence_follow_rename(cat, psprintf("SET SCHEMA %s",
-										  quote_identifier(((AlterObjectSchemaStmt *) parsetree)->newschema)));
+												  quote_identifier(((AlterObjectSchemaStmt *) parsetree)->newschema)));
 			}
 			break;
 		default:
@@ -1202,7 +1202,7 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 		{
 			fence_protected_forget(cat, relid);
 			fence_audit_log_append(cat, "drop", InvalidOid, (char *) list_nth(names, j),
-						"DROP", NULL);
+								   "DROP", NULL);
 		}
 	}
 	PG_RETURN_VOID();
@@ -1238,7 +1238,7 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	if (fence_protected_lookup(cat, relid, NULL))
 		fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table",
-			   "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
+						 "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
 	PG_RETURN_VOID();
 }
 

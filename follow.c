@@ -89,8 +89,8 @@ end_incoming(FenceCatalog *cat, Oid parent, Oid child,
 	if (rel_is_empty(child))
 		return;
 	fence_ddl_refuse(cat, parent, command,
-		   psprintf("Table \"%s\" has rows that no fencing token checked; only an empty table, or one protected with the same epoch column, mode and form, may join a protected table.",
-					fence_rel_display_name(child)));
+					 psprintf("Table \"%s\" has rows that no fencing token checked; only an empty table, or one protected with the same epoch column, mode and form, may join a protected table.",
+							  fence_rel_display_name(child)));
 }
 
 /* A relation created as a child of a protected one is protected the same way. */
@@ -250,12 +250,12 @@ fence_follow_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 		if (fence_trigger_is_canonical(cat, stmt, fnoid, relid) &&
 			!fence_after_when_is_canonical(cat, relid, stmt->trigname))
 			fence_ddl_refuse_with(cat, relid, "CREATE TRIGGER",
-						psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
-								 stmt->trigname, get_func_name(fnoid),
-								 fence_rel_display_name(relid)),
-						"Its WHEN clause is not the one fence_protect(..., form => 'after') creates, "
-						"NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode') "
-						"with the trigger's column and mode.");
+								  psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
+										   stmt->trigname, get_func_name(fnoid),
+										   fence_rel_display_name(relid)),
+								  "Its WHEN clause is not the one fence_protect(..., form => 'after') creates, "
+								  "NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode') "
+								  "with the trigger's column and mode.");
 		return;
 	}
 
@@ -275,10 +275,10 @@ fence_follow_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 	args = psprintf("%s, %s", quote_literal_cstr(reg.column),
 					quote_literal_cstr(fence_mode_name(reg.mode)));
 	fence_audit_log_append(cat, "protect", relid, NULL,
-				reg.form == FENCE_FORM_AFTER ?
-				psprintf("CREATE TRIGGER %s (%s), form after", FENCE_GUARD_TRIGGER, args) :
-				psprintf("CREATE TRIGGER %s (%s)", FENCE_GUARD_TRIGGER, args),
-				NULL);
+						   reg.form == FENCE_FORM_AFTER ?
+						   psprintf("CREATE TRIGGER %s (%s), form after", FENCE_GUARD_TRIGGER, args) :
+						   psprintf("CREATE TRIGGER %s (%s)", FENCE_GUARD_TRIGGER, args),
+						   NULL);
 }
 
 /* A protected relation renamed, or moved to another schema: recorded. */

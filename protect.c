@@ -674,12 +674,12 @@ fence_protect(PG_FUNCTION_ARGS)
 		}
 	}
 	fence_audit_log_append(cat, "protect", relid, NULL,
-				reg.form == FENCE_FORM_AFTER ?
-				psprintf("fence_protect(%s, %s, form => 'after')", quote_literal_cstr(colname),
-						 quote_literal_cstr(fence_mode_name(reg.mode))) :
-				psprintf("fence_protect(%s, %s)", quote_literal_cstr(colname),
-						 quote_literal_cstr(fence_mode_name(reg.mode))),
-				NULL);
+						   reg.form == FENCE_FORM_AFTER ?
+						   psprintf("fence_protect(%s, %s, form => 'after')", quote_literal_cstr(colname),
+									quote_literal_cstr(fence_mode_name(reg.mode))) :
+						   psprintf("fence_protect(%s, %s)", quote_literal_cstr(colname),
+									quote_literal_cstr(fence_mode_name(reg.mode))),
+						   NULL);
 	PG_RETURN_VOID();
 }
 

@@ -134,9 +134,9 @@ prune_record(Oid fn_oid, int64 deleted, int64 skipped, const int64 sums[4],
 		elog(ERROR, "SPI_finish failed");
 
 	fence_audit_log_append(cat, "prune", InvalidOid, NULL,
-				psprintf(INT64_FORMAT " claims deleted, " INT64_FORMAT " skipped, up to job \"%s\"",
-						 deleted, skipped, last_job),
-				NULL);
+						   psprintf(INT64_FORMAT " claims deleted, " INT64_FORMAT " skipped, up to job \"%s\"",
+									deleted, skipped, last_job),
+						   NULL);
 }
 
 /*

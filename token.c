@@ -222,8 +222,8 @@ token_move_counter(FenceCatalog *cat, int64 last_value, const char *why)
 			 errdetail("%s", why)));
 	if (OidIsValid(get_relname_relid("fence_audit_log", cat->nspid)))
 		fence_audit_log_append(cat, "counter_move", InvalidOid, NULL,
-					psprintf("from " INT64_FORMAT " to " INT64_FORMAT, before, last_value),
-					why);
+							   psprintf("from " INT64_FORMAT " to " INT64_FORMAT, before, last_value),
+							   why);
 }
 
 /*
