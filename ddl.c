@@ -164,6 +164,21 @@ fence_ddl_refuse_with(FenceCatalog *cat, Oid relid, const char *command,
 			 errhint("Protect the table with fence_protect(), which creates fence's triggers.")));
 }
 
+/*
+ * Refuse a CREATE TRIGGER of a trigger calling fence's function fnoid,
+ * unless it was declared.
+ */
+void
+fence_ddl_refuse_trigger(FenceCatalog *cat, Oid relid, const char *trigname,
+						 Oid fnoid, const char *why)
+{
+	fence_ddl_refuse_with(cat, relid, "CREATE TRIGGER",
+						  psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
+								   trigname, get_func_name(fnoid),
+								   fence_rel_display_name(relid)),
+						  why);
+}
+
 /* Refuse a command on a protected relation, unless it was declared. */
 void
 fence_ddl_refuse(FenceCatalog *cat, Oid relid, const char *command, const char *why)
@@ -531,14 +546,11 @@ check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 		fence_ddl_refuse(cat, relid, "CREATE OR REPLACE TRIGGER",
 						 "It would replace one of fence's triggers.");
 	if (fence_fn && !fence_trigger_is_canonical(cat, stmt, fnoid, relid))
-		fence_ddl_refuse_with(cat, relid, "CREATE TRIGGER",
-							  psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
-									   stmt->trigname, get_func_name(fnoid),
-									   fence_rel_display_name(relid)),
-							  "A trigger calling fence's functions must be one fence_protect() creates: "
-						 "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
-						 "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
-						 "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
+		fence_ddl_refuse_trigger(cat, relid, stmt->trigname, fnoid,
+								 "A trigger calling fence's functions must be one fence_protect() creates: "
+								 "zz_fence_guard BEFORE INSERT OR UPDATE OR DELETE FOR EACH ROW (BEFORE INSERT OR DELETE in the after form) with no WHEN clause or column list, "
+								 "zz_fence_guard_update AFTER UPDATE FOR EACH ROW with fence_update_allowed in its WHEN clause, "
+								 "or zz_fence_truncate BEFORE TRUNCATE FOR EACH STATEMENT.");
 	if ((fence_fn || fence_protected_lookup(cat, relid, NULL)) &&
 		!fence_may_manage(relid))
 		fence_ddl_refuse(cat, relid, "CREATE TRIGGER",

@@ -301,6 +301,9 @@ extern void fence_ddl_refuse(FenceCatalog *cat, Oid relid,
 extern void fence_ddl_refuse_with(FenceCatalog *cat, Oid relid,
 								  const char *command, const char *message,
 								  const char *why);
+extern void fence_ddl_refuse_trigger(FenceCatalog *cat, Oid relid,
+									 const char *trigname, Oid fnoid,
+									 const char *why);
 extern bool fence_trigger_is_canonical(FenceCatalog *cat,
 									   CreateTrigStmt *stmt, Oid fnoid,
 									   Oid relid);

@@ -249,13 +249,10 @@ fence_follow_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 	{
 		if (fence_trigger_is_canonical(cat, stmt, fnoid, relid) &&
 			!fence_after_when_is_canonical(cat, relid, stmt->trigname))
-			fence_ddl_refuse_with(cat, relid, "CREATE TRIGGER",
-								  psprintf("cannot create trigger \"%s\" calling %s() on table \"%s\"",
-										   stmt->trigname, get_func_name(fnoid),
-										   fence_rel_display_name(relid)),
-								  "Its WHEN clause is not the one fence_protect(..., form => 'after') creates, "
-								  "NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode') "
-								  "with the trigger's column and mode.");
+			fence_ddl_refuse_trigger(cat, relid, stmt->trigname, fnoid,
+									 "Its WHEN clause is not the one fence_protect(..., form => 'after') creates, "
+									 "NOT fence_update_allowed(NEW.col, OLD.col, NEW.tableoid, 'col', 'mode') "
+									 "with the trigger's column and mode.");
 		return;
 	}
 
