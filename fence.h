@@ -53,6 +53,11 @@
  *				in shared_preload_libraries
  *	pg_compat.h	every difference between PostgreSQL majors
  *
+ * The after form, like the before form, is one concern per file: guard.c
+ * checks its writes, protect.c creates its triggers, intact.c says what
+ * they must look like (its WHEN clause included), ddl.c refuses DDL that
+ * departs from it and follow.c holds a restore's CREATE TRIGGER to it.
+ *
  * Calls go one way: guard.c, binding.c, ddl.c, follow.c, audit.c and
  * effects.c call token.c, claims.c, protect.c and intact.c, which call
  * audit_log.c, xact.c and fence.c.  (token.c reads the registry through
@@ -285,7 +290,7 @@ extern int	fence_spi_as_owner(FenceCatalog *cat, const char *table,
 							   const char *sql, int nargs,
 							   const char *const *args);
 extern bool fence_protected_lookup(FenceCatalog *cat, Oid relid,
-								  FenceRegistration *reg);
+								   FenceRegistration *reg);
 extern bool fence_protected_any(FenceCatalog *cat);
 extern void fence_protected_forget(FenceCatalog *cat, Oid relid);
 extern void fence_protect_tree(FenceCatalog *cat, Oid relid,
