@@ -57,6 +57,7 @@ int			fence_max_lease_seconds = 86400;
 
 static FenceCatalog fence_cat;	/* the cached catalog */
 static uint32 fence_cat_fn_hashes[5];	/* PROCOID hash values of its functions */
+static uint32 fence_cat_nsp_hash;	/* NAMESPACEOID hash value of its schema */
 static bool fence_cat_valid = false;	/* false until looked up, and after an
 										 * invalidation of any relation in it */
 static bool fence_cat_building = false; /* fence_catalog() is at work */
@@ -155,7 +156,13 @@ fence_catalog_invalidate_fn(Datum arg pg_attribute_unused(), int cacheid,
 	}
 	if (!fence_cat_valid)
 		return;
-	if (hashvalue == 0 || cacheid == NAMESPACEOID ||
+	if (cacheid == NAMESPACEOID)
+	{
+		if (hashvalue == 0 || hashvalue == fence_cat_nsp_hash)
+			fence_cat_valid = false;
+		return;
+	}
+	if (hashvalue == 0 ||
 		!OidIsValid(fence_cat.guard_after_fn) ||
 		!OidIsValid(fence_cat.release_any_fn) ||
 		!OidIsValid(fence_cat.renew_any_fn))
@@ -341,6 +348,8 @@ fence_catalog_build(Oid fn_oid)
 			fence_cat_fn_hashes[i] =
 				GetSysCacheHashValue1(PROCOID, ObjectIdGetDatum(fns[i]));
 	}
+	fence_cat_nsp_hash = GetSysCacheHashValue1(NAMESPACEOID,
+											   ObjectIdGetDatum(nspid));
 
 	fence_cat.generation = ++generation;
 }

@@ -71,7 +71,6 @@ PG_FUNCTION_INFO_V1(fence_refuse_truncate);
 PG_FUNCTION_INFO_V1(fence_update_allowed);
 PG_FUNCTION_INFO_V1(fence_guard_after);
 
-
 /* Per-statement facts about one guard trigger, kept in fn_extra. */
 typedef struct GuardConfig
 {

@@ -121,7 +121,6 @@ fence_rel_parents(Oid relid)
 	return parents;
 }
 
-
 /*
  * Does the relation have a trigger calling fnoid?  If so, *tgenabled gets
  * its firing state and *tgname its name.  The relcache's trigger list is

@@ -104,14 +104,12 @@ prune_candidates(FenceCatalog *cat, const char *after_job, TimestampTz cutoff,
 
 /* Add the deleted rows' counters to fence_pruned; record the batch. */
 static void
-prune_record(Oid fn_oid, int64 deleted, int64 skipped, const int64 sums[4],
-			 const char *last_job)
+prune_record(FenceCatalog *cat, int64 deleted, int64 skipped,
+			 const int64 sums[4], const char *last_job)
 {
-	FenceCatalog *cat;
 	const char *args[5];
 	char	   *sql;
 
-	cat = fence_catalog(fn_oid);
 	args[0] = psprintf(INT64_FORMAT, deleted);
 	args[1] = psprintf(INT64_FORMAT, sums[0]);
 	args[2] = psprintf(INT64_FORMAT, sums[1]);
@@ -230,8 +228,7 @@ fence_prune_batch(PG_FUNCTION_ARGS)
 	}
 
 	if (deleted > 0)
-		prune_record(fcinfo->flinfo->fn_oid, deleted, skipped, sums,
-					 cands[ncands - 1].job);
+		prune_record(cat, deleted, skipped, sums, cands[ncands - 1].job);
 
 	values[0] = Int64GetDatum(deleted);
 	values[1] = Int64GetDatum(skipped);
