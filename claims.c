@@ -696,10 +696,10 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
  * whether or not the claim's transaction commits, and whatever
  * synchronous_commit says.  nextval() WAL-logs a value some way ahead of
  * what it returns (every 32 values, and on the first call after a
- * checkpoint) and stamps the sequence page with that record; once the
- * record is flushed, recovery restarts the counter above every value
- * returned so far.  So flush up to the page's LSN: usually it is flushed
- * already and this costs a comparison.
+ * checkpoint) and stamps the sequence page with that record; token.c's
+ * crash gap decides whether that record must be flushed before the token
+ * leaves (token_make_durable), and moves the counter past what a crash may
+ * have lost before the first token after it (token_counter_past_crash).
  *
  * Tokens are ordered across timelines too (token.c): the counter is first
  * moved into the current timeline's range if it is below it.
@@ -713,6 +713,7 @@ claims_issue_token(FenceCatalog *cat, const char *job)
 	XLogRecPtr	lsn;
 
 	token_counter_to_timeline(cat);
+	token_counter_past_crash(cat);
 	token = nextval_internal(cat->token_seq_relid, false);
 	token_check_range(token);
 
@@ -723,7 +724,7 @@ claims_issue_token(FenceCatalog *cat, const char *job)
 	UnlockReleaseBuffer(buf);
 	relation_close(seqrel, NoLock);
 
-	XLogFlush(lsn);
+	token_make_durable(cat, token, lsn);
 	fence_xact_note_issued(token, job);
 	return token;
 }

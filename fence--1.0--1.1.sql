@@ -498,3 +498,17 @@ SELECT c.job, c.token, c.holder, c.claimed_by, c.claimed_at, c.lease_expires_at,
   LEFT JOIN token_locks l ON l.token OPERATOR(pg_catalog.=) c.token;
 
 GRANT SELECT ON fence_stats, fence_status TO PUBLIC;
+
+--
+-- The counter's crash gap (token.c).  A token leaves fence_claim without
+-- waiting for its counter's WAL record to reach disk; after a crash, the
+-- counter first moves a gap above the value recovery restored, past every
+-- token the crash may have lost.  This sequence records that the gap is
+-- taken.  It is unlogged: crash recovery resets it to its initial state
+-- (never called), and so it tells fence that a crash has happened since.
+-- It is called once here, as a new counter has lost nothing.  Nobody but
+-- fence reads or writes it.
+--
+CREATE UNLOGGED SEQUENCE fence_token_gap AS pg_catalog.int8 MINVALUE 1 NO CYCLE;
+REVOKE ALL ON SEQUENCE fence_token_gap FROM PUBLIC;
+SELECT pg_catalog.nextval('@extschema@.fence_token_gap'::pg_catalog.regclass);

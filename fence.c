@@ -134,7 +134,8 @@ fence_catalog_invalidate(Datum arg pg_attribute_unused(), Oid relid)
 		relid == fence_cat.claims_relid ||
 		relid == fence_cat.claims_job_index ||
 		relid == fence_cat.claims_token_index ||
-		relid == fence_cat.token_seq_relid)
+		relid == fence_cat.token_seq_relid ||
+		relid == fence_cat.token_gap_relid)
 		fence_cat_valid = false;
 }
 
@@ -299,6 +300,15 @@ fence_catalog_build(Oid fn_oid)
 	fence_cat.token_seq_relid = fence_lookup_relation(nspid, "fence_token_seq",
 													  RELKIND_SEQUENCE);
 	fence_cat.token_seq_owner = fence_relation_owner(fence_cat.token_seq_relid);
+	/* (absent in the objects of 1.0, until ALTER EXTENSION fence UPDATE) */
+	fence_cat.token_gap_relid = get_relname_relid("fence_token_gap", nspid);
+	/* ... and only an unlogged sequence tells of a crash */
+	if (OidIsValid(fence_cat.token_gap_relid) &&
+		(get_rel_relkind(fence_cat.token_gap_relid) != RELKIND_SEQUENCE ||
+		 get_rel_persistence(fence_cat.token_gap_relid) != RELPERSISTENCE_UNLOGGED))
+		fence_cat.token_gap_relid = InvalidOid;
+	if (OidIsValid(fence_cat.token_gap_relid))
+		fence_cat.token_gap_owner = fence_relation_owner(fence_cat.token_gap_relid);
 
 	fence_cat.att_job = get_attnum(fence_cat.claims_relid, "job");
 	fence_cat.att_token = get_attnum(fence_cat.claims_relid, "token");
@@ -654,21 +664,37 @@ fence_holder_arg(FunctionCallInfo fcinfo, int argno)
 int64
 fence_last_token_issued(FenceCatalog *cat)
 {
+	int64		last;
+
+	if (!fence_sequence_last_value(cat->token_seq_relid, cat->token_seq_owner, &last))
+		return 0;
+	return last;
+}
+
+/*
+ * A sequence's last value, read as its owner (owner): false, and *last
+ * untouched, if nextval() has not run on it since it was created, reset by
+ * crash recovery (an unlogged sequence) or set with setval(.., false).
+ */
+bool
+fence_sequence_last_value(Oid seqid, Oid owner, int64 *last)
+{
 	LOCAL_FCINFO(seqinfo, 1);
 	Datum		result;
 	FenceSavedUser saved;
 
 	InitFunctionCallInfoData(*seqinfo, NULL, 1, InvalidOid, NULL, NULL);
-	seqinfo->args[0].value = ObjectIdGetDatum(cat->token_seq_relid);
+	seqinfo->args[0].value = ObjectIdGetDatum(seqid);
 	seqinfo->args[0].isnull = false;
 
-	fence_become_owner(cat->token_seq_owner, &saved);
+	fence_become_owner(owner, &saved);
 	result = pg_sequence_last_value(seqinfo);
 	fence_restore_user(&saved);
 
 	if (seqinfo->isnull)
-		return 0;
-	return DatumGetInt64(result);
+		return false;
+	*last = DatumGetInt64(result);
+	return true;
 }
 
 /*

@@ -17,7 +17,7 @@
  *	token.c		the token arbiter: the lock tags that serialise writers
  *				against takeovers, "is this token current?"
  *				(fence_hold_token), the 5F001 and 5F004 reports, the
- *				counter's timeline ranges, fence_advance
+ *				counter's timeline ranges and crash gap, fence_advance
  *	binding.c	the session binding: fence_begin, fence_begin_fresh
  *	xact.c		per-transaction state: the bound token and the tokens already
  *				validated and locked, kept correct across savepoints and
@@ -74,6 +74,7 @@
 #include "pg_compat.h"
 
 #include "access/attnum.h"
+#include "access/xlogdefs.h"
 #include "fmgr.h"
 #include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
@@ -171,6 +172,15 @@ typedef struct FenceRegistration
  */
 #define FENCE_TIMELINE_BITS		40
 
+/*
+ * The counter's crash gap.  After a crash the counter moves this far above
+ * the value recovery restored before it issues again, and no backend hands
+ * out a token this far or further above the last one it knows is durable
+ * without flushing the WAL first (token.c).  At 2^20, a crash costs a
+ * millionth of a timeline's range.
+ */
+#define FENCE_CRASH_GAP			(INT64CONST(1) << 20)
+
 /* The fence relations, found in the extension's schema. */
 typedef struct FenceCatalog
 {
@@ -181,6 +191,7 @@ typedef struct FenceCatalog
 	Oid			claims_job_index;	/* fence_claims_pkey (job) */
 	Oid			claims_token_index; /* fence_claims_token_key (token) */
 	Oid			token_seq_relid;	/* fence_token_seq */
+	Oid			token_gap_relid;	/* fence_token_gap, or InvalidOid (1.0) */
 	AttrNumber	att_job;
 	AttrNumber	att_token;
 	AttrNumber	att_released;
@@ -199,6 +210,7 @@ typedef struct FenceCatalog
 	Oid			renew_any_fn;	/* fence_renew_any(text, interval), or InvalidOid */
 	Oid			claims_owner;	/* the registry is written as this role */
 	Oid			token_seq_owner;	/* the counter is read as this role */
+	Oid			token_gap_owner;	/* the same for fence_token_gap */
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
 } FenceCatalog;
 
@@ -217,6 +229,7 @@ extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
 extern text *fence_holder_arg(FunctionCallInfo fcinfo, int argno);
 extern int	fence_max_lease_seconds;
 extern int64 fence_last_token_issued(FenceCatalog *cat);
+extern bool fence_sequence_last_value(Oid seqid, Oid owner, int64 *last);
 extern bool fence_mode_lookup(const char *name, FenceMode *mode);
 extern FenceMode fence_mode_parse(const char *name);
 extern FenceMode fence_mode_parse_text(text *name);
@@ -270,6 +283,8 @@ extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
 									bool for_guard);
 extern void token_counter_to_timeline(FenceCatalog *cat);
 extern void token_check_range(int64 token);
+extern void token_counter_past_crash(FenceCatalog *cat);
+extern void token_make_durable(FenceCatalog *cat, int64 token, XLogRecPtr lsn);
 extern void token_move_counter(FenceCatalog *cat, int64 last_value,
 							   const char *why);
 pg_noreturn extern void token_report_not_current(FenceCatalog *cat,

@@ -5,7 +5,7 @@
  *	  It owns the lock tags that keep a write and a takeover of the same job
  *	  from interleaving, the answer to "is this token its job's current
  *	  claim?" (fence_hold_token), the errors for a token that is not, the
- *	  counter's timeline ranges, and fence_advance().
+ *	  counter's timeline ranges and crash gap, and fence_advance().
  *
  * Serialising writers against takeovers.  A writer (fence_begin, or the
  * guard validating a token) takes the token's lock in share mode before it
@@ -34,6 +34,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -270,6 +271,131 @@ token_check_range(int64 token)
 				 errmsg("fence has issued every token of timeline %u", tl),
 				 errdetail("Tokens of timeline %u end below " UINT64_FORMAT "; the next would fall in the next timeline's range.",
 						   tl, timeline_range_start(tl + 1))));
+}
+
+/*
+ * Crash gaps.  A token must never be handed out twice, and nextval() makes
+ * a value durable only through a WAL record (it logs 32 values ahead of
+ * what it returns).  A claim committed with synchronous_commit off, or one
+ * inside a transaction still open, may leave that record unflushed while
+ * the client already holds the token; a crash would then hand it out again.
+ * Flushing the record before the token leaves is correct but costs a WAL
+ * flush every 32 claims.  Instead fence keeps two rules:
+ *
+ * 1. After a crash, before any token is issued, the counter moves
+ *	  FENCE_CRASH_GAP above the value recovery restored
+ *	  (token_counter_past_crash).
+ * 2. No backend hands out a token FENCE_CRASH_GAP or more above the largest
+ *	  token it knows to be durable without flushing the WAL first
+ *	  (token_make_durable).
+ *
+ * Recovery restores the counter at or above every token known durable, so
+ * every token a crash may have lost lies below the restored value plus the
+ * gap, and rule 1 issues none of them again.  The WAL writer flushes within
+ * a fraction of a second under any load, so rule 2 rarely flushes: once
+ * after a backend's first claim, once the counter has moved a gap past what
+ * it last saw flushed.
+ *
+ * fence_token_gap, an unlogged sequence, says whether rule 1 has run since
+ * the last crash: PostgreSQL resets an unlogged relation in crash recovery,
+ * and at a promotion, and never at a clean shutdown, which flushes all WAL.
+ * A clean restart thus keeps the counter where it was.  Under 1.0's
+ * objects, which lack it, every token is flushed before it leaves.
+ */
+
+/* fence_token_gap, once this backend has seen the gap taken. */
+static Oid	crash_gap_seen = InvalidOid;
+
+/*
+ * What this backend knows of the counter's WAL: the largest token whose
+ * record it has seen flushed (durable_token), and one token whose record
+ * it has seen written but not yet flushed (pending_*), the next candidate.
+ * For the counter durable_relid; reset if the counter changes or goes
+ * backwards (a setval by hand).
+ */
+static Oid	durable_relid = InvalidOid;
+static int64 durable_token = 0;
+static int64 pending_token = 0;
+static XLogRecPtr pending_lsn = InvalidXLogRecPtr;
+
+/*
+ * Before a token is issued: rule 1.  Once per backend; only a backend that
+ * finds the gap not yet taken takes the counter's lock and looks again.
+ */
+void
+token_counter_past_crash(FenceCatalog *cat)
+{
+	int64		taken;
+	LOCKTAG		tag;
+
+	if (!OidIsValid(cat->token_gap_relid) || crash_gap_seen == cat->token_gap_relid)
+		return;
+	if (!fence_sequence_last_value(cat->token_gap_relid, cat->token_gap_owner, &taken))
+	{
+		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, FENCE_LOCKTAG_COUNTER);
+		fence_xact_note_lock();
+		(void) LockAcquire(&tag, ExclusiveLock, false, false);
+		if (!fence_sequence_last_value(cat->token_gap_relid, cat->token_gap_owner,
+									   &taken))
+		{
+			FenceSavedUser saved;
+
+			/* the move is flushed before the mark is set */
+			token_move_counter(cat, fence_last_token_issued(cat) + FENCE_CRASH_GAP,
+							   psprintf("The server restarted after a crash: the counter moves " INT64_FORMAT " above the value recovery restored, past every token the crash may have lost.",
+										FENCE_CRASH_GAP));
+			fence_become_owner(cat->token_gap_owner, &saved);
+			(void) nextval_internal(cat->token_gap_relid, false);
+			fence_restore_user(&saved);
+		}
+	}
+	crash_gap_seen = cat->token_gap_relid;
+}
+
+/*
+ * After nextval() returned token and left the counter's page at lsn: rule
+ * 2.  Flush the WAL up to lsn only if token is a gap or more above the
+ * largest token this backend knows is durable.
+ */
+void
+token_make_durable(FenceCatalog *cat, int64 token, XLogRecPtr lsn)
+{
+	XLogRecPtr	flushed;
+
+	if (!OidIsValid(cat->token_gap_relid))
+	{
+		XLogFlush(lsn);
+		return;
+	}
+	if (durable_relid != cat->token_seq_relid || token <= durable_token)
+	{
+		durable_relid = cat->token_seq_relid;
+		durable_token = 0;
+		pending_lsn = InvalidXLogRecPtr;
+	}
+
+	flushed = GetFlushRecPtr(NULL);
+	if (!XLogRecPtrIsInvalid(pending_lsn) && pending_lsn <= flushed)
+	{
+		durable_token = pending_token;
+		pending_lsn = InvalidXLogRecPtr;
+	}
+	if (lsn <= flushed)
+	{
+		durable_token = token;
+		pending_lsn = InvalidXLogRecPtr;
+	}
+	else if (token - durable_token >= FENCE_CRASH_GAP)
+	{
+		XLogFlush(lsn);
+		durable_token = token;
+		pending_lsn = InvalidXLogRecPtr;
+	}
+	else if (XLogRecPtrIsInvalid(pending_lsn))
+	{
+		pending_token = token;
+		pending_lsn = lsn;
+	}
 }
 
 /*

@@ -257,6 +257,56 @@ for my $i (1 .. (soak() ? 10 : 3))
 	  or $count{below_max}++;
 }
 
+# The twin of the narrow case, without fence: a plain sequence read the
+# same way hands the same value out again after the crash.  This is what
+# fence's crash gap (token.c) is there for: the token above was not flushed
+# either, and the counter moved past it when the server came back.
+$node->safe_psql('postgres', 'CREATE SEQUENCE plain_counter');
+q1("SELECT nextval('plain_counter')");
+for my $i (1 .. (soak() ? 10 : 3))
+{
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	my $u = FenceTest::Client->new($node, 'U');
+	my $val = $u->run_ok("BEGIN;\nSELECT nextval('plain_counter');");
+	$node->stop('immediate');
+	$count{crashes}++;
+	$u->quit;
+	$node->start;
+	my $next = q1("SELECT nextval('plain_counter')");
+	cmp_ok($next, '<=', $val,
+		"twin: a plain sequence's value seen in an open transaction ($val) is handed out again after a crash ($next)");
+}
+
+# The gap itself: a crash moves the counter 2^20 above what recovery
+# restored, recorded in the log and in fence_audit_log; a clean restart
+# moves it not at all, as a clean shutdown loses no WAL.
+{
+	my $gap = 2**20;
+	my $before = q1("SELECT fence_claim('gap-probe-1', '1 min')");
+	my $offset = -s $node->logfile;
+	$node->stop('immediate');
+	$count{crashes}++;
+	$node->start;
+	my $after = q1("SELECT fence_claim('gap-probe-2', '1 min')");
+	cmp_ok($after, '>', $before + $gap - 64,
+		"a crash moves the counter a gap up ($before, then $after)");
+	cmp_ok($after, '<=', $before + $gap + 64, '... and no more');
+	ok($node->log_contains('DETAIL:  The server restarted after a crash', $offset),
+		'... and says so in the log');
+	my $moved = q1(q{SELECT detail FROM fence_audit_log
+	                 WHERE action = 'counter_move' AND reason LIKE 'The server restarted after a crash%'
+	                 ORDER BY id DESC LIMIT 1});
+	like($moved, qr/^from (\d+) to (\d+)$/, '... and in fence_audit_log');
+	my ($from, $to) = $moved =~ /^from (\d+) to (\d+)$/;
+	is($to - $from, $gap, "... by exactly the gap ($moved)");
+	my $more = q1("SELECT fence_claim('gap-probe-3', '1 min')");
+	is($more, $after + 1, 'a second claim after the crash takes the next token');
+
+	$node->restart;
+	my $clean = q1("SELECT fence_claim('gap-probe-4', '1 min')");
+	is($clean, $more + 1, 'a clean restart takes no gap: the next token is the next value');
+}
+
 ok(!$node->log_contains('terminated by signal'), 'no backend crashed on its own');
 for my $form (@forms)
 {
