@@ -119,6 +119,16 @@ claims_lookup(FenceCatalog *cat, Relation rel, bool by_token, Datum key,
 							 by_token ? F_INT8EQ : F_TEXTEQ, key, slot);
 }
 
+/* Does the slot hold the claim row of this job? */
+static bool
+claims_slot_is_job(FenceCatalog *cat, TupleTableSlot *slot, const char *job)
+{
+	bool		isnull;
+	Datum		d = slot_getattr(slot, cat->att_job, &isnull);
+
+	return !isnull && strcmp(TextDatumGetCString(d), job) == 0;
+}
+
 /* Read one claim row, by job or by token, into *row. */
 bool
 claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
@@ -136,6 +146,7 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 		row->released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
 		row->lease_expires_at = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
 																 &isnull));
+		row->tid = slot->tts_tid;
 	}
 
 	ExecDropSingleTupleTableSlot(slot);
@@ -154,6 +165,7 @@ typedef struct ClaimsParams
 	TimestampTz now;
 	Oid			caller;			/* the calling role */
 	const char *caller_name;	/* ... its name, recorded as claimed_by */
+	ItemPointerData seen;		/* where a read of the row found it, or invalid */
 	bool		took_live;		/* out: a takeover found the claim unreleased */
 } ClaimsParams;
 
@@ -164,6 +176,7 @@ static void
 claims_params_init(ClaimsParams *p)
 {
 	memset(p, 0, sizeof(*p));
+	ItemPointerSetInvalid(&p->seen);
 	p->caller = GetUserId();
 	p->caller_name = GetUserNameFromId(p->caller, false);
 }
@@ -332,14 +345,26 @@ static bool
 claims_lock_row(FenceCatalog *cat, Relation rel, ClaimChange change,
 				const ClaimsParams *p, TupleTableSlot *slot, bool *locked)
 {
+	ItemPointerData seen = p->seen;
+
 	*locked = false;
 	for (;;)
 	{
 		TM_FailureData tmfd;
 		TM_Result	res;
 
-		if (!claims_lookup(cat, rel, false, CStringGetTextDatum(p->job), slot))
+		/*
+		 * The first time round, the version the caller read may still be the
+		 * latest: fetch it where it lies, without the index.  If it is not
+		 * (or the slot now holds another row, or a lock finds it changed),
+		 * look the job up again.
+		 */
+		if (!(ItemPointerIsValid(&seen) &&
+			  table_tuple_fetch_row_version(rel, &seen, GetLatestSnapshot(), slot) &&
+			  claims_slot_is_job(cat, slot, p->job)) &&
+			!claims_lookup(cat, rel, false, CStringGetTextDatum(p->job), slot))
 			return false;
+		ItemPointerSetInvalid(&seen);
 		if (!claims_row_allows(cat, change, p, slot))
 			return false;
 		claims_check_caller(cat, change, p, slot);
@@ -802,6 +827,7 @@ fence_claim(PG_FUNCTION_ARGS)
 		 * as on every claim that answers NULL.
 		 */
 		p.token = row.token;
+		p.seen = row.tid;
 		p.new_token = claims_issue_token(cat, p.job);
 		if (!claims_update(cat, CLAIM_TAKE_OVER, &p, &claimed_token))
 		{

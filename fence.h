@@ -259,6 +259,7 @@ typedef struct ClaimRow
 	int64		token;
 	bool		released;
 	TimestampTz lease_expires_at;
+	ItemPointerData tid;		/* where the version read lies */
 } ClaimRow;
 
 /* claims.c */
