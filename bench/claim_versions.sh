@@ -126,7 +126,7 @@ mkdir -p "$OUT/runs" "$OUT/scripts"
 WORK=$(mktemp -d /tmp/fence-claimv.XXXXXX)
 chmod 755 "$WORK"
 RES=$OUT/results.tsv
-printf 'workload\tclients\tversion\tround\torder\ttps\tfailed\taborted\tsrv_errors\tcpu_us_tx\twon\tntx\n' >"$RES"
+printf 'workload\tclients\tbuild\tround\torder\ttps\tfailed\taborted\tsrv_errors\tcpu_us_tx\twon\tntx\n' >"$RES"
 
 T0=$(date +%s)
 
@@ -285,7 +285,7 @@ run_one()
 	fi
 	[ "$ntx" -gt 0 ] && cpu_tx=$(((cpu1 - cpu0) * 1000000 / CLK_TCK / ntx))
 	[ "$r" = 0 ] ||
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$c" "${VER[$k]}" "$r" "$ord" \
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$c" "$k" "$r" "$ord" \
 			"$tps" "$failed" "$aborted" "$((e1 - e0))" "$cpu_tx" "$((w1 - w0))" "$ntx" >>"$RES"
 }
 
@@ -357,16 +357,20 @@ def f(x, d=0):
 names = {"expiry": "takeover (expired lease)",
          "release": "claim + release (takeover of a released claim)",
          "first": "first claim (INSERT)"}
+# Rows are told apart by build (old, new), not by version: two commits of
+# one version are the usual comparison.
+vo, vn = f"old ({vo})", f"new ({vn})"
 print(open(meta).read())
-print(f"| workload | clients | {vo} tps | {vn} tps | ratio {vn}/{vo} | per-round ratio, median (min-max) "
-      f"| {vo} CPU us/tx | {vn} CPU us/tx | CPU ratio {vn}/{vo} | claims won/tx {vo}, {vn} | errors |")
+print(f"| workload | clients | {vo} tps | {vn} tps | ratio new/old | per-round ratio, median (min-max) "
+      f"| {vo} CPU us/tx | {vn} CPU us/tx | CPU ratio new/old | claims won/tx old, new | errors |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 for w in ["expiry", "release", "first"]:
     for c in ["1", "8"]:
         sel = [r for r in rows if r["workload"] == w and r["clients"] == c]
         if not sel:
             continue
-        by = {v: {int(r["round"]): r for r in sel if r["version"] == v} for v in (vo, vn)}
+        by = {v: {int(r["round"]): r for r in sel if r["build"] == b}
+              for v, b in ((vo, "old"), (vn, "new"))}
         tps = {v: med([float(r["tps"]) for r in by[v].values()]) for v in by}
         cpu = {v: med([float(r["cpu_us_tx"]) for r in by[v].values() if r["cpu_us_tx"]]) for v in by}
         won = {v: med([int(r["won"]) / max(int(r["ntx"]), 1) for r in by[v].values()]) for v in by}
