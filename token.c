@@ -75,6 +75,7 @@ typedef struct FenceTokenCheck
 static int64 issued_floor = 0;
 static uint64 issued_floor_generation = 0;
 
+static void token_counter_gap_taken(FenceCatalog *cat);
 pg_noreturn static void report_token(int64 token, const char *job,
 									 FenceTokenCheck *check,
 									 bool never_issued_is_invalid);
@@ -255,6 +256,8 @@ token_counter_to_timeline(FenceCatalog *cat)
 		token_move_counter(cat, start,
 						   psprintf("Timeline %u begins: its tokens start at " INT64_FORMAT ", above every token of an earlier timeline.",
 									tl, start));
+		/* No token of this range was issued yet: none can have been lost. */
+		token_counter_gap_taken(cat);
 	}
 	counter_checked_tl = tl;
 }
@@ -299,7 +302,9 @@ token_check_range(int64 token)
  * fence_token_gap, an unlogged sequence, says whether rule 1 has run since
  * the last crash: PostgreSQL resets an unlogged relation in crash recovery,
  * and at a promotion, and never at a clean shutdown, which flushes all WAL.
- * A clean restart thus keeps the counter where it was.  Under 1.0's
+ * A clean restart thus keeps the counter where it was.  After a promotion
+ * the move into the new timeline's range sets it instead: that move is
+ * past every token of the old timeline already.  Under 1.0's
  * objects, which lack it, every token is flushed before it leaves.
  */
 
@@ -317,6 +322,24 @@ static Oid	durable_relid = InvalidOid;
 static int64 durable_token = 0;
 static int64 pending_token = 0;
 static XLogRecPtr pending_lsn = InvalidXLogRecPtr;
+
+/*
+ * Record in fence_token_gap that the counter is past every token a crash
+ * may have lost: after rule 1's move, or a move into a new timeline's
+ * range, which no token of that range precedes.  The caller holds the
+ * counter's lock, and the move is flushed.
+ */
+static void
+token_counter_gap_taken(FenceCatalog *cat)
+{
+	FenceSavedUser saved;
+
+	if (!OidIsValid(cat->token_gap_relid))
+		return;
+	fence_become_owner(cat->token_gap_owner, &saved);
+	(void) nextval_internal(cat->token_gap_relid, false);
+	fence_restore_user(&saved);
+}
 
 /*
  * Before a token is issued: rule 1.  Once per backend; only a backend that
@@ -338,15 +361,11 @@ token_counter_past_crash(FenceCatalog *cat)
 		if (!fence_sequence_last_value(cat->token_gap_relid, cat->token_gap_owner,
 									   &taken))
 		{
-			FenceSavedUser saved;
-
 			/* the move is flushed before the mark is set */
 			token_move_counter(cat, fence_last_token_issued(cat) + FENCE_CRASH_GAP,
 							   psprintf("The server restarted after a crash: the counter moves " INT64_FORMAT " above the value recovery restored, past every token the crash may have lost.",
 										FENCE_CRASH_GAP));
-			fence_become_owner(cat->token_gap_owner, &saved);
-			(void) nextval_internal(cat->token_gap_relid, false);
-			fence_restore_user(&saved);
+			token_counter_gap_taken(cat);
 		}
 	}
 	crash_gap_seen = cat->token_gap_relid;
