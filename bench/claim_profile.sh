@@ -30,6 +30,9 @@
 #      sql_hash         hash index on token
 #      sql_unique_ff50  unique btree, fillfactor 50
 #      sql_noindex_ff50 no index on token, fillfactor 50 (HOT becomes possible)
+#      sql_side         no index on token, and the token-to-job lookup in an
+#                       insert-only side table keyed by token (the takeover
+#                       appends a row there in the same statement)
 #    interleaved with the real fence_claim and the raw UPDATE, at 1 and 8
 #    clients, with pg_stat_user_tables' n_tup_hot_upd for each (a claim
 #    changes token, so while token is indexed no claim can be HOT).
@@ -44,11 +47,16 @@
 #   --port N        first port to try (default 55780; up to +19)
 #   --keep          leave the cluster running
 #   --no-priority   do not run server and pgbench at nice -15
+#   --cpu-only      fsync, full_page_writes and autovacuum off, a VACUUM
+#                   before every run (default: production settings, below)
 #
 # Needs perf (linux-perf, installed if missing) for the profile.  Settings
-# as bench/scale.sh --cpu-only: fsync, synchronous_commit, full_page_writes,
-# autovacuum and JIT off, a VACUUM before every run.  Exit status 1 if a run had an
-# error; never on timing.
+# as bench/scale.sh's: by default fsync, full_page_writes and autovacuum on,
+# no VACUUM between runs (one VACUUM ANALYZE after loading);
+# synchronous_commit and JIT off.  --cpu-only: as earlier versions of this
+# script always ran.  Each run also reports the WAL it wrote per attempt
+# (pg_current_wal_insert_lsn before and after).  Exit status 1 if a run had
+# an error; never on timing.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -58,13 +66,14 @@ ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=queue_lib.sh
 . "$HERE/queue_lib.sh"
 
-SECONDS_=10 ROUNDS=3 QUICK=0 OUT="" QB_PORT_BASE=55780 QB_KEEP=0 QB_PRIORITY=1
+SECONDS_=10 ROUNDS=3 QUICK=0 CPU_ONLY=0 OUT="" QB_PORT_BASE=55780 QB_KEEP=0 QB_PRIORITY=1
 ARGS=("$@")
 while [ $# -gt 0 ]; do
 	case $1 in
 	--seconds) SECONDS_=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
 	--quick) QUICK=1 ;;
+	--cpu-only) CPU_ONLY=1 ;;
 	*) qb_option "$@"; shift "$QB_NARGS"; continue ;;
 	esac
 	shift
@@ -84,11 +93,11 @@ qb_start "$(
 	cat <<EOF
 # bench/claim_profile.sh
 $(qb_conf 512MB)
-autovacuum = off
+$(qb_durability "$CPU_ONLY")
 EOF
 )"
 
-ALTS=(sql_unique sql_nonunique sql_hash sql_unique_ff50 sql_noindex_ff50)
+ALTS=(sql_unique sql_nonunique sql_hash sql_unique_ff50 sql_noindex_ff50 sql_side)
 setup_sql()
 {
 	cat <<EOF
@@ -116,9 +125,11 @@ EOF
 		case $t in
 		sql_nonunique) echo "CREATE INDEX ON $t (token);" ;;
 		sql_hash) echo "CREATE INDEX ON $t USING hash (token);" ;;
+		sql_side) echo "CREATE TABLE ${t}_tokens (token bigint PRIMARY KEY, job text NOT NULL);" ;;
 		esac
 		echo "INSERT INTO $t SELECT * FROM fence_claims;"
 		echo "UPDATE $t SET token = nextval('alt_seq'), released = true;"
+		[ "$t" != sql_side ] || echo "INSERT INTO ${t}_tokens SELECT token, job FROM $t;"
 	done
 	echo "VACUUM ANALYZE;"
 	echo "CHECKPOINT;"
@@ -134,12 +145,19 @@ ANALYZE fence_claims;
 EOF
 
 for t in "${ALTS[@]}"; do
+	[ "$t" != sql_side ] || continue
 	cat >"$OUT/scripts/$t.pgb" <<EOF
 -- a takeover's write, in SQL, on a scratch copy of fence_claims ($t)
 \set j random(1, :njobs)
 UPDATE $t SET token = nextval('alt_seq'), holder = NULL, claimed_at = clock_timestamp(), lease_expires_at = clock_timestamp() + interval '1 millisecond', released = false, n_claims = n_claims + 1, n_takeovers = n_takeovers + 1, claimed_by = current_user WHERE job = 'cj_' || :j::text AND (released OR lease_expires_at < clock_timestamp()) RETURNING token;
 EOF
 done
+cat >"$OUT/scripts/sql_side.pgb" <<EOF
+-- a takeover's write, in SQL, on a copy of fence_claims without a token
+-- index, which appends the new token to an insert-only side table (sql_side)
+\set j random(1, :njobs)
+WITH u AS (UPDATE sql_side SET token = nextval('alt_seq'), holder = NULL, claimed_at = clock_timestamp(), lease_expires_at = clock_timestamp() + interval '1 millisecond', released = false, n_claims = n_claims + 1, n_takeovers = n_takeovers + 1, claimed_by = current_user WHERE job = 'cj_' || :j::text AND (released OR lease_expires_at < clock_timestamp()) RETURNING token, job) INSERT INTO sql_side_tokens SELECT token, job FROM u RETURNING token;
+EOF
 cp "$HERE/scripts/claim_fence.pgb" "$OUT/scripts/fence_claim.pgb"
 cp "$HERE/scripts/claim_raw.pgb" "$OUT/scripts/raw.pgb"
 cp "$HERE/scripts/claim_fence.pgb" "$OUT/scripts/fence_claim_ff50.pgb"
@@ -158,7 +176,7 @@ db_of() { [ "$1" = fence_claim_ff50 ] && echo fence_ff50 || echo fence_profile; 
 if [ "$QUICK" = 0 ]; then
 	for v in fence_claim raw; do
 		qb_say "profile: $v, 1 client, perf for $SECONDS_ s"
-		q -c "VACUUM $(table_of "$v")"
+		[ "$CPU_ONLY" = 0 ] || q -c "VACUUM $(table_of "$v")"
 		(cd "$OUT/runs" && "${QB_NICE[@]}" "$PGBIN/pgbench" -h "$SOCK" -p "$PORT" -U postgres -n -M prepared \
 			-c 1 -j 1 -T $((SECONDS_ + 6)) -D njobs=$NJOBS -f "$OUT/scripts/$v.pgb" "$QB_DB") \
 			>"$OUT/runs/profile.$v.out" 2>&1 &
@@ -186,7 +204,7 @@ fi
 
 # ---- 2. the alternatives, interleaved
 RES=$OUT/results.tsv
-printf 'variant\tclients\tround\ttps\tntx\tcpu_us\tupd\thot_upd\tok\n' >"$RES"
+printf 'variant\tclients\tround\ttps\tntx\tcpu_us\tupd\thot_upd\tok\twal_bytes\n' >"$RES"
 VARIANTS=(raw fence_claim fence_claim_ff50 "${ALTS[@]}")
 for c in 1 8; do
 	first=1
@@ -198,21 +216,29 @@ for c in 1 8; do
 			v=${VARIANTS[$(((i + r) % nv))]}
 			t=$(table_of "$v")
 			db=$(db_of "$v")
-			QB_DB=$db q -c "VACUUM $t"
+			[ "$CPU_ONLY" = 0 ] || QB_DB=$db q -c "VACUUM $t"
+			l0=$(q -c "SELECT pg_current_wal_insert_lsn()")
 			s0=$(QB_DB=$db q -F ' ' -c "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = '$t'::regclass")
 			n=${NTX[$c]}
 			[ "$r" = 0 ] && n=$NWARM
 			QB_DB=$db qb_pgbench "$OUT/runs/alt.c$c.$v.r$r.out" -M prepared -c "$c" -j 1 -t $((n / c)) \
 				--random-seed=$((8000 + r)) -D njobs=$NJOBS -f "$OUT/scripts/$v.pgb"
+			wal=$(q -c "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '$l0')::bigint")
 			s1=$(QB_DB=$db q -F ' ' -c "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relid = '$t'::regclass")
-			[ "$r" = 0 ] || printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$v" "$c" "$r" "$QB_TPS" "$QB_NTX" \
-				"$QB_CPU_US" "$((${s1% *} - ${s0% *}))" "$((${s1#* } - ${s0#* }))" "$QB_OK" >>"$RES"
+			[ "$r" = 0 ] || printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$v" "$c" "$r" "$QB_TPS" "$QB_NTX" \
+				"$QB_CPU_US" "$((${s1% *} - ${s0% *}))" "$((${s1#* } - ${s0#* }))" "$QB_OK" "$wal" >>"$RES"
 		done
 	done
 done
 
 qb_meta "alternatives: attempts per run x1 ${NTX[1]}, x8 ${NTX[8]}; rounds: $ROUNDS measured + $([ "$NWARM" -gt 0 ] && echo 1 || echo 0) warm-up, first variant rotating"
-python3 - "$RES" >"$OUT/report.md" <<'EOF'
+if [ "$CPU_ONLY" = 1 ]; then
+	MODE="CPU-only (--cpu-only)" VAC="yes, a VACUUM of the run's table before every run"
+else
+	MODE="production durability (the default)" VAC="no (VACUUM ANALYZE once after loading)"
+fi
+qb_settings "$MODE" "$VAC" >"$OUT/report.md"
+python3 - "$RES" >>"$OUT/report.md" <<'EOF'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 med = lambda v: statistics.median(v) if v else float("nan")
@@ -221,9 +247,10 @@ what = {"raw": "raw conditional UPDATE (claim_jobs)", "fence_claim": "fence_clai
         "sql_unique": "SQL takeover, unique btree on token (as fence_claims)",
         "sql_nonunique": "SQL takeover, plain btree on token", "sql_hash": "SQL takeover, hash index on token",
         "sql_unique_ff50": "SQL takeover, unique btree, fillfactor 50",
-        "sql_noindex_ff50": "SQL takeover, no token index, fillfactor 50"}
-print("| variant | clients | attempts/s | / sql_unique, per round | server CPU us/attempt | HOT updates | errors |")
-print("|---|---|---|---|---|---|---|")
+        "sql_noindex_ff50": "SQL takeover, no token index, fillfactor 50",
+        "sql_side": "SQL takeover, no token index, new token appended to a side table"}
+print("| variant | clients | attempts/s | / sql_unique, per round | server CPU us/attempt | WAL bytes/attempt | HOT updates | errors |")
+print("|---|---|---|---|---|---|---|---|")
 for c in sorted({r["clients"] for r in rows}, key=int):
     base = {r["round"]: float(r["tps"]) for r in rows if r["clients"] == c and r["variant"] == "sql_unique"}
     for v in what:
@@ -235,7 +262,8 @@ for c in sorted({r["clients"] for r in rows}, key=int):
         upd = sum(int(r["upd"]) for r in s)
         hot = sum(int(r["hot_upd"]) for r in s)
         print(f"| {what[v]} | {c} | {med([float(r['tps']) for r in s]):,.0f} | {rng} "
-              f"| {med([float(r['cpu_us']) for r in s if r['cpu_us']]):,.0f} | {hot:,} of {upd:,} "
+              f"| {med([float(r['cpu_us']) for r in s if r['cpu_us']]):,.0f} "
+              f"| {med([int(r['wal_bytes']) / max(int(r['ntx']), 1) for r in s]):,.0f} | {hot:,} of {upd:,} "
               f"| {sum(1 for r in s if r['ok'] != '1')} |")
 EOF
 cat "$OUT/meta.txt" "$OUT/report.md"
