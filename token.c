@@ -304,8 +304,8 @@ token_check_range(int64 token)
  * and at a promotion, and never at a clean shutdown, which flushes all WAL.
  * A clean restart thus keeps the counter where it was.  After a promotion
  * the move into the new timeline's range sets it instead: that move is
- * past every token of the old timeline already.  Under 1.0's
- * objects, which lack it, every token is flushed before it leaves.
+ * past every token of the old timeline already.  Under 1.0's objects,
+ * which lack it, every token is flushed before it leaves.
  */
 
 /* fence_token_gap, once this backend has seen the gap taken. */

@@ -4,6 +4,7 @@
 #
 #   bash bench/claim_profile.sh            profiles + alternatives, ~4 minutes
 #   bash bench/claim_profile.sh --quick    CI-sized: seconds, no profile
+#   bash bench/claim_profile.sh --cpu-only the CPU-only settings (below)
 #
 # 1. Profile.  One pgbench client runs bench/scripts/claim_fence.pgb (a
 #    takeover of a random job among 10,000, 1 ms leases) while
