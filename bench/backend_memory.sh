@@ -93,17 +93,9 @@ EOF
 q >/dev/null <<EOF
 SET client_min_messages = warning;
 CREATE EXTENSION fence;
-CREATE TABLE claim_jobs (id int PRIMARY KEY, status text NOT NULL DEFAULT 'pending',
-	lease_epoch bigint NOT NULL DEFAULT 0, lease_expires_at timestamptz,
-	available_at timestamptz NOT NULL DEFAULT now() - interval '1 hour');
-INSERT INTO claim_jobs (id, status, lease_epoch, lease_expires_at)
-	SELECT g, 'claimed', 1, now() FROM generate_series(1, $NJOBS) g;
-$(for b in $(seq 0 1000 $((NJOBS - 1))); do
-		echo "SELECT count(fence_claim('cj_' || g, interval '1 millisecond', 'memory')) FROM generate_series($((b + 1)), $((b + 1000))) g;"
-	done)
-$(for b in $(seq 0 1000 $((MAXTOK - 1))); do
-		echo "SELECT count(fence_claim('mt_' || g, interval '1 day', 'memory')) FROM generate_series($((b + 1)), $((b + 1000 < MAXTOK ? b + 1000 : MAXTOK))) g;"
-	done)
+$(qb_raw_jobs_sql "$NJOBS")
+$(qb_fence_claims_sql cj_ "$NJOBS" '1 millisecond' memory)
+$(qb_fence_claims_sql mt_ "$MAXTOK" '1 day' memory)
 CREATE TABLE m_fence (id int PRIMARY KEY, qty int NOT NULL DEFAULT 0, writer_epoch bigint NOT NULL DEFAULT 0);
 INSERT INTO m_fence (id) SELECT g FROM generate_series(1, $MAXTOK) g;
 CREATE TABLE m_plain (LIKE m_fence INCLUDING ALL);

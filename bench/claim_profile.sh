@@ -104,14 +104,8 @@ setup_sql()
 	cat <<EOF
 SET client_min_messages = warning;
 CREATE EXTENSION fence;
-CREATE TABLE claim_jobs (id int PRIMARY KEY, status text NOT NULL DEFAULT 'pending',
-	lease_epoch bigint NOT NULL DEFAULT 0, lease_expires_at timestamptz,
-	available_at timestamptz NOT NULL DEFAULT now() - interval '1 hour');
-INSERT INTO claim_jobs (id, status, lease_epoch, lease_expires_at)
-	SELECT g, 'claimed', 1, now() - interval '1 hour' FROM generate_series(1, $NJOBS) g;
-$(for b in $(seq 0 1000 $((NJOBS - 1))); do
-		echo "SELECT count(fence_claim('cj_' || g, interval '1 millisecond', 'profile')) FROM generate_series($((b + 1)), $((b + 1000))) g;"
-	done)
+$(qb_raw_jobs_sql "$NJOBS")
+$(qb_fence_claims_sql cj_ "$NJOBS" '1 millisecond' profile)
 CREATE SEQUENCE alt_seq START 1000000000;
 EOF
 	local t

@@ -79,6 +79,33 @@ qb_conf()
 	printf 'shared_buffers = %s\nmax_wal_size = 20GB\ncheckpoint_timeout = 1h\nwal_init_zero = off\njit = off\n' "$1"
 }
 
+# qb_raw_jobs_sql N: SQL that makes the seed's jobs table, claim_jobs, for
+# the raw conditional UPDATE (bench/scripts/claim_raw.pgb), with jobs 1..N
+# in it, each claimed once and its lease long expired.
+qb_raw_jobs_sql()
+{
+	cat <<EOF
+CREATE TABLE claim_jobs (
+	id int PRIMARY KEY,
+	status text NOT NULL DEFAULT 'pending',
+	lease_epoch bigint NOT NULL DEFAULT 0,
+	lease_expires_at timestamptz,
+	available_at timestamptz NOT NULL DEFAULT now() - interval '1 hour');
+INSERT INTO claim_jobs (id, status, lease_epoch, lease_expires_at)
+SELECT g, 'claimed', 1, now() - interval '1 hour' FROM generate_series(1, $1) g;
+EOF
+}
+
+# qb_fence_claims_sql PREFIX N LEASE HOLDER: SQL that claims jobs PREFIX1 ..
+# PREFIXN with fence_claim, a thousand to a statement.
+qb_fence_claims_sql()
+{
+	local b
+	for b in $(seq 0 1000 $(($2 - 1))); do
+		echo "SELECT count(fence_claim('$1' || g, interval '$3', '$4')) FROM generate_series($((b + 1)), $((b + 1000 < $2 ? b + 1000 : $2))) g;"
+	done
+}
+
 qb_say() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # qb_start "EXTRA_CONF": initdb and start the cluster; registers cleanup.

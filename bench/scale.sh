@@ -124,18 +124,13 @@ max_connections = 100
 EOF
 )"
 
-q >/dev/null <<'EOF'
+q >/dev/null <<EOF
 SET client_min_messages = warning;
 CREATE EXTENSION fence;
 CREATE EXTENSION pg_prewarm;
 CREATE EXTENSION pageinspect;
--- the seed's jobs table, as bench/sql/setup.sql makes claim_jobs
-CREATE TABLE claim_jobs (
-	id int PRIMARY KEY,
-	status text NOT NULL DEFAULT 'pending',
-	lease_epoch bigint NOT NULL DEFAULT 0,
-	lease_expires_at timestamptz,
-	available_at timestamptz NOT NULL DEFAULT now() - interval '1 hour');
+-- the seed's jobs table, empty: load() fills it
+$(qb_raw_jobs_sql 0)
 EOF
 
 # load FROM TO: jobs FROM+1 .. TO into both registries, aged, vacuumed,

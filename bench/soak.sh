@@ -1,33 +1,42 @@
 #!/usr/bin/env bash
 # bench/soak.sh: fence_claim at full speed for a long time.
 #
-#   bash bench/soak.sh                 two runs of 30 minutes each
-#   bash bench/soak.sh --minutes 10    two runs of 10 minutes each
-#   bash bench/soak.sh --quick         CI smoke: two runs of 4 s, no timing claims
+#   bash bench/soak.sh                 three runs of 30 minutes each
+#   bash bench/soak.sh --minutes 20 --runs "raw default"
+#                                      the raw UPDATE, then fence_claim, 20 minutes each
+#   bash bench/soak.sh --quick         CI smoke: 4-s runs, no timing claims
 #   bash bench/soak.sh --cpu-only      fsync and full_page_writes off (below)
 #
 # What it shows: whether claims/s stays flat and fence_claims stays bounded
 # in size when a queue claims as fast as it can for a long time, with
-# autovacuum doing the cleaning.  Every claim is a takeover (a random job
-# among --jobs, all claimed beforehand, 1 ms leases: bench/scripts/
+# autovacuum doing the cleaning, and how both compare with the seed's raw
+# UPDATE doing the same.  Every claim is a takeover (a random job among
+# --jobs, all claimed beforehand, 1 ms leases: bench/scripts/
 # claim_fence.pgb), so every claim leaves a dead row version and two dead
-# index entries behind (doc/fence.md 9.8).
+# index entries behind (doc/fence.md 9.8); the raw UPDATE changes no
+# indexed column, so PostgreSQL can do it as a HOT update.
 #
-# Two runs, one after the other, on one cluster with autovacuum ON:
-#   default   autovacuum's default settings;
-#   tuned     fence_claims with the settings doc/fence.md 9.8 recommends:
-#             autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0.
-# Each run has its own database, so each starts from the same fresh registry.
+# Three runs, one after the other, on one cluster with autovacuum ON:
+#   raw       the seed's raw conditional UPDATE on its jobs table (claim_jobs,
+#             bench/scripts/claim_raw.pgb), the same jobs, clients and length:
+#             the yardstick for fence's size and throughput in the same soak;
+#   default   fence_claim, autovacuum's default settings;
+#   tuned     fence_claim, fence_claims with the settings doc/fence.md 9.8
+#             recommends: autovacuum_vacuum_scale_factor = 0.01,
+#             autovacuum_vacuum_cost_delay = 0.
+# Each run has its own database, so each starts from the same fresh table.
 # pgbench runs with no rate limit (-R): the rate is the highest this machine
 # sustains, and a falling rate is what the soak is looking for.
 #
 # Sampled every --interval seconds (default 10): claims/s (tokens issued, from
-# fence_token_seq), attempts/s, p50 and p99 latency (from pgbench's per-
+# fence_token_seq; raw: the sum of claim_jobs.lease_epoch, which each claim
+# raises by one), attempts/s, p50 and p99 latency (from pgbench's per-
 # transaction log, one transaction in 10 sampled: --sampling-rate 0.1),
-# pg_total_relation_size of fence_claims, the size of its heap and of each of
-# its two indexes, dead rows and autovacuum runs.  Written to
-# OUT/soak_<run>.csv; plotted (python3-matplotlib, bench/soak_plot.py) into
-# PLOTS/soak-<run>.png; summarised in OUT/report.md.  Nothing is pass/fail
+# pg_total_relation_size of the run's table (fence_claims, or claim_jobs),
+# the size of its heap and of each of its indexes, dead rows and autovacuum
+# runs.  Written to OUT/soak_<run>.csv; plotted (python3-matplotlib,
+# bench/soak_plot.py) into PLOTS/soak-<run>.png; summarised in
+# OUT/report.md.  Nothing is pass/fail
 # on timing: the exit status is 1 only if a run had an error.
 #
 # Options:
@@ -35,7 +44,7 @@
 #   --clients N      pgbench clients (default 8)
 #   --jobs N         jobs in the registry (default 10000)
 #   --interval S     sampling interval in seconds (default 10)
-#   --runs "A B"     which runs, of default and tuned (default both)
+#   --runs "A B"     which runs, of raw, default and tuned (default all three)
 #   --quick          4-second runs, 1 s samples, 1,000 jobs: proves it works
 #   --cpu-only       fsync and full_page_writes off (autovacuum stays on)
 #   --out DIR        results (default /tmp/fence-soak-out.XXXXXX)
@@ -68,7 +77,7 @@ ROOT=$(cd "$HERE/.." && pwd)
 # shellcheck source=queue_lib.sh
 . "$HERE/queue_lib.sh"
 
-MINUTES=30 CLIENTS=8 JOBS=10000 INTERVAL=10 RUNS="default tuned" QUICK=0 CPU_ONLY=0 OUT="" PLOTS=""
+MINUTES=30 CLIENTS=8 JOBS=10000 INTERVAL=10 RUNS="raw default tuned" QUICK=0 CPU_ONLY=0 OUT="" PLOTS=""
 QB_PORT_BASE=55760 QB_KEEP=0 QB_PRIORITY=1
 ARGS=("$@")
 while [ $# -gt 0 ]; do
@@ -110,33 +119,49 @@ max_connections = 50
 EOF
 )"
 
-sample_sql="SELECT round(extract(epoch FROM clock_timestamp())::numeric, 3),
-	(SELECT last_value FROM fence_token_seq),
-	pg_total_relation_size('fence_claims'), pg_relation_size('fence_claims'),
-	pg_relation_size('fence_claims_pkey'), pg_relation_size('fence_claims_token_key'),
+# sample_sql TABLE CLAIMS TOKEN_INDEX: one sample of the run's table; CLAIMS
+# counts the claims made so far, TOKEN_INDEX is fence's token index or 0
+sample_sql()
+{
+	echo "SELECT round(extract(epoch FROM clock_timestamp())::numeric, 3), ($2),
+	pg_total_relation_size('$1'), pg_relation_size('$1'),
+	pg_relation_size('${1}_pkey'), $3,
 	n_live_tup, n_dead_tup, autovacuum_count, n_tup_upd, n_tup_hot_upd
-	FROM pg_stat_user_tables WHERE relid = 'fence_claims'::regclass"
+	FROM pg_stat_user_tables WHERE relid = '$1'::regclass"
+}
 
 for run in $RUNS; do
-	case $run in default | tuned) ;; *) fence_die "unknown run: $run (default or tuned)" ;; esac
+	case $run in raw | default | tuned) ;; *) fence_die "unknown run: $run (raw, default or tuned)" ;; esac
 	QB_DB=soak_$run
 	"$PGBIN/createdb" -h "$SOCK" -p "$PORT" -U postgres "$QB_DB"
-	tuning="-- autovacuum's defaults"
-	[ "$run" = tuned ] && tuning="ALTER TABLE fence_claims SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);"
-	q >/dev/null <<EOF
+	if [ "$run" = raw ]; then
+		table=claim_jobs pgb=claim_raw.pgb
+		sql=$(sample_sql claim_jobs "SELECT sum(lease_epoch) FROM claim_jobs" 0)
+		q >/dev/null <<EOF
+SET client_min_messages = warning;
+$(qb_raw_jobs_sql "$JOBS")
+VACUUM ANALYZE claim_jobs;
+CHECKPOINT;
+EOF
+	else
+		table=fence_claims pgb=claim_fence.pgb
+		sql=$(sample_sql fence_claims "SELECT last_value FROM fence_token_seq" \
+			"pg_relation_size('fence_claims_token_key')")
+		tuning="-- autovacuum's defaults"
+		[ "$run" = tuned ] && tuning="ALTER TABLE fence_claims SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);"
+		q >/dev/null <<EOF
 SET client_min_messages = warning;
 CREATE EXTENSION fence;
-$(for b in $(seq 0 1000 $((JOBS - 1))); do
-		echo "SELECT count(fence_claim('cj_' || g, interval '1 millisecond', 'soak')) FROM generate_series($((b + 1)), $((b + 1000 < JOBS ? b + 1000 : JOBS))) g;"
-	done)
+$(qb_fence_claims_sql cj_ "$JOBS" '1 millisecond' soak)
 $tuning
 VACUUM ANALYZE fence_claims;
 CHECKPOINT;
 EOF
-	qb_say "soak $run: $CLIENTS clients, $JOBS jobs, $DURATION s, samples every $INTERVAL s ($(q -c "SELECT coalesce(array_to_string(reloptions, ', '), 'no reloptions') FROM pg_class WHERE oid = 'fence_claims'::regclass"))"
+	fi
+	qb_say "soak $run: $table, $CLIENTS clients, $JOBS jobs, $DURATION s, samples every $INTERVAL s ($(q -c "SELECT coalesce(array_to_string(reloptions, ', '), 'no reloptions') FROM pg_class WHERE oid = '$table'::regclass"))"
 	samples=$OUT/samples_$run.csv
-	echo "epoch,tokens,total_bytes,heap_bytes,pkey_bytes,token_bytes,live_tup,dead_tup,autovacuums,tup_upd,tup_hot_upd" >"$samples"
-	q -F, -c "$sample_sql" >>"$samples"
+	echo "epoch,claims,total_bytes,heap_bytes,pkey_bytes,token_bytes,live_tup,dead_tup,autovacuums,tup_upd,tup_hot_upd" >"$samples"
+	q -F, -c "$sql" >>"$samples"
 	rm -f "$OUT/logs/soak_$run".*
 	START=$(date +%s.%N)
 	# the sampler: one row every INTERVAL seconds until pgbench is done
@@ -148,25 +173,25 @@ EOF
 				[ -e "$OUT/logs/.done_$run" ] && break
 				sleep 0.2
 			done
-			q -F, -c "$sample_sql" >>"$samples" 2>/dev/null || true
+			q -F, -c "$sql" >>"$samples" 2>/dev/null || true
 			n=$((n + 1))
 		done
 	) &
 	sampler=$!
 	qb_pgbench "$OUT/logs/soak_$run.out" -M prepared -c "$CLIENTS" -j 1 -T "$DURATION" \
-		--random-seed=4242 -D njobs="$JOBS" -f "$HERE/scripts/claim_fence.pgb" \
+		--random-seed=4242 -D njobs="$JOBS" -f "$HERE/scripts/$pgb" \
 		--log --log-prefix="soak_$run" --sampling-rate=0.1
 	touch "$OUT/logs/.done_$run"
 	wait "$sampler" || true
-	q -F, -c "$sample_sql" >>"$samples"
+	q -F, -c "$sql" >>"$samples"
 	echo "$run	$START	$QB_TPS	$QB_NTX	$QB_CPU_US	$QB_OK" >>"$OUT/runs.tsv"
-	# each autovacuum of fence_claims, with its detail lines (pages, tuples,
+	# each autovacuum of the run's table, with its detail lines (pages, tuples,
 	# index scans, buffer usage, system usage: elapsed)
-	awk -v t="automatic vacuum of table \"soak_$run.public.fence_claims\"" '
+	awk -v t="automatic vacuum of table \"soak_$run.public.$table\"" '
 		index($0, t) { keep = 1; print; next }
 		/^\t/ && keep { print; next }
 		{ keep = 0 }' "$SLOG" >"$OUT/autovacuum_$run.log"
-	qb_say "soak $run: $QB_NTX attempts, $QB_TPS/s, server CPU $QB_CPU_US us/attempt; $(grep -c 'automatic vacuum' "$OUT/autovacuum_$run.log" || true) autovacuums of fence_claims"
+	qb_say "soak $run: $QB_NTX attempts, $QB_TPS/s, server CPU $QB_CPU_US us/attempt; $(grep -c 'automatic vacuum' "$OUT/autovacuum_$run.log" || true) autovacuums of $table"
 	q -c "CHECKPOINT"
 done
 

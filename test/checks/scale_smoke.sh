@@ -12,13 +12,14 @@
 #   bench/backend_memory.sh 5,000 claims in one session; 100 and 1,000 tokens
 #                           validated in one transaction
 #   bench/claim_profile.sh  the token-index alternatives (no perf profile)
-#   bench/soak.sh           two 4-second soaks, CSV and PNG plots: the
-#                           default run at production settings, the tuned
+#   bench/soak.sh           three 4-second soaks, CSV and PNG plots: the
+#                           raw UPDATE's and the default run at production
+#                           settings, compared in one report, and the tuned
 #                           run with --cpu-only (two clusters)
 # scale.sh and soak.sh run at production settings by default (fsync,
 # full_page_writes and autovacuum on, no VACUUM between runs); --cpu-only
 # is exercised as cheaply as it can be: scale.sh once more at 1 client, not
-# contended, and soak.sh's second run (above).
+# contended, and soak.sh's tuned run (above).
 # It proves that every script runs without a failed transaction, an aborted
 # client or a server-side ERROR, that every report holds each variant
 # with a throughput above zero, and that scale's and soak's reports state
@@ -50,7 +51,7 @@ run()
 for s in scale pipeline backend_memory claim_profile; do
 	run "$s" "$s"
 done
-run soak soak --runs default
+run soak soak --runs "raw default"
 run scale_cpu scale --cpu-only --clients 1 --no-contended
 run soak_cpu soak --cpu-only --runs tuned
 
@@ -79,13 +80,13 @@ need "$out/claim_profile/report.md" 'fence_claim' 'SQL takeover, hash index on t
 # fence's claims are never HOT: token, which is indexed, changes
 awk -F'\t' '$1 ~ /^fence_claim/ && $8 != 0 { bad = 1 } END { exit !bad }' \
 	"$out/claim_profile/results.tsv" && fail "claim_profile: a fence claim was a HOT update"
-for r in default tuned; do
+for r in raw default tuned; do
 	d=soak
 	[ "$r" = tuned ] && d=soak_cpu
 	[ -s "$out/$d/soak-$r.png" ] || fail "soak: no plot for $r"
 	[ "$(wc -l <"$out/$d/soak_$r.csv" 2>/dev/null || echo 0)" -ge 3 ] || fail "soak: fewer than 2 samples for $r"
 done
-need "$out/soak/report.md" '| default |'
+need "$out/soak/report.md" '| raw | claim_jobs |' '| default | fence_claims |' 'fence / raw'
 need "$out/soak_cpu/report.md" '| tuned |'
 
 # the CPU-only runs, and every report's settings as the server had them
