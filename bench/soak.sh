@@ -36,8 +36,8 @@
 # the size of its heap and of each of its indexes, dead rows and autovacuum
 # runs.  Written to OUT/soak_<run>.csv; plotted (python3-matplotlib,
 # bench/soak_plot.py) into PLOTS/soak-<run>.png; summarised in
-# OUT/report.md.  Nothing is pass/fail
-# on timing: the exit status is 1 only if a run had an error.
+# OUT/report.md.  Nothing is pass/fail on timing: the exit status is 1
+# only if a run had an error.
 #
 # Options:
 #   --minutes N      length of each run (default 30)

@@ -68,6 +68,7 @@ def series(out, run):
     log = load_log(out, run)
     times = [t for t, _ in log]
     rows = []
+    ends = []  # the sample that ends each row's interval
     for prev, cur in zip(samples, samples[1:]):
         dt = cur["epoch"] - prev["epoch"]
         if dt <= 0:
@@ -91,11 +92,12 @@ def series(out, run):
             "tup_upd": int(cur["tup_upd"]),
             "tup_hot_upd": int(cur["tup_hot_upd"]),
         })
+        ends.append(cur)
     # the last sample is taken after pgbench ends: drop a partial interval
     # that holds no transaction at all
     while rows and rows[-1]["attempts_per_s"] == 0:
         rows.pop()
-    return samples[0], rows
+    return samples[0], rows, ends[len(rows) - 1] if rows else None
 
 
 def table_of(run):
@@ -146,14 +148,13 @@ def mean(v):
     return sum(v) / len(v) if v else float("nan")
 
 
-def summary(first, rows):
+def summary(first, rows, last_sample):
     """The figures of one run that the tables print."""
     n = max(1, len(rows) // 10)
     c = [r["claims_per_s"] for r in rows]
-    dt = [b["t_s"] - a["t_s"] for a, b in zip([{"t_s": 0.0}] + rows, rows)]
     return {
         "minutes": rows[-1]["t_s"] / 60,
-        "mean": sum(x * d for x, d in zip(c, dt)) / sum(dt),
+        "mean": (last_sample["claims"] - first["claims"]) / (last_sample["epoch"] - first["epoch"]),
         "first10": mean(c[:n]),
         "last10": mean(c[-n:]),
         "later": [r["claims_per_s"] for r in rows if r["t_s"] > 60] or c,
@@ -182,7 +183,7 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     done = {}
     for run in a.runs.split():
-        first, rows = series(a.out, run)
+        first, rows, last_sample = series(a.out, run)
         with open(os.path.join(a.out, f"soak_{run}.csv"), "w", newline="") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()) if rows else ["t_s"])
             w.writeheader()
@@ -191,7 +192,7 @@ def main():
             print(f"| {run} | {table_of(run)} | no samples | | | | | | | | | |")
             continue
         plot(run, first, rows, os.path.join(a.plots, f"soak-{run}.png"))
-        m = done[run] = summary(first, rows)
+        m = done[run] = summary(first, rows, last_sample)
         last = m["last"]
         token = "-" if run == "raw" else f"{last['token_mb']:.1f}"
         print(f"| {run} | {table_of(run)} | {m['minutes']:.1f} | {m['mean']:,.0f} "
