@@ -215,8 +215,13 @@ token_move_counter(FenceCatalog *cat, int64 last_value, const char *why)
 							   Int64GetDatum(last_value),
 							   BoolGetDatum(true));
 	fence_restore_user(&saved);
-	/* setval() is WAL-logged and not transactional: make it durable now. */
-	XLogFlush(GetXLogInsertRecPtr());
+	/*
+	 * setval() is WAL-logged and not transactional: make it durable now, up
+	 * to the end of its record.  (Not GetXLogInsertRecPtr(): when a record
+	 * ends on a page boundary, that is the position after the next page's
+	 * header, which is not yet written, and XLogFlush() would fail.)
+	 */
+	XLogFlush(XactLastRecEnd);
 
 	ereport(LOG,
 			(errmsg("fence moved its token counter from " INT64_FORMAT " to " INT64_FORMAT,

@@ -60,6 +60,55 @@ SELECT last_value = :t3 AS counter_unchanged FROM fence_token_seq;
 SELECT action, reason, detail LIKE 'from % to %' AS detail_ok
   FROM fence_audit_log WHERE action = 'counter_move' ORDER BY at;
 
+-- the move is flushed up to the end of its own record, even when that
+-- record ends exactly on a WAL page boundary (where the position after the
+-- next page's header, not yet written, cannot be flushed).  A logical
+-- message pads the WAL so that the counter's record is the page's last;
+-- its size is a setval() record's, measured on another sequence, and an
+-- attempt counts only if the padding left exactly that much room.
+CREATE SEQUENCE adv_probe;
+SELECT setval('adv_probe', 1);
+CREATE TEMP TABLE adv_boundary (aimed int);
+DO $$
+DECLARE
+	page constant int := current_setting('wal_block_size')::int;
+	rec int := 2147483647;		-- a setval() record's size
+	fill int;					-- a logical message's size, less its payload
+	at pg_lsn;
+	room int;
+	aimed int := 0;
+BEGIN
+	FOR i IN 1..3 LOOP
+		at := pg_current_wal_insert_lsn();
+		PERFORM setval('adv_probe', i);
+		rec := least(rec, (pg_current_wal_insert_lsn() - at)::int);
+	END LOOP;
+	at := pg_current_wal_insert_lsn();
+	PERFORM pg_logical_emit_message(false, 'p', repeat('x', 512));
+	fill := (pg_current_wal_insert_lsn() - at)::int - 512;
+	FOR i IN 1..40 LOOP
+		at := pg_current_wal_insert_lsn();
+		room := page - ((at - '0/0'::pg_lsn) % page)::int;
+		IF room - rec - fill < 512 THEN
+			-- too little room left on this page: fill it, try the next
+			PERFORM pg_logical_emit_message(false, 'p', repeat('x', room + 512));
+			CONTINUE;
+		END IF;
+		PERFORM pg_logical_emit_message(false, 'p', repeat('x', room - rec - fill));
+		IF page - ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % page)::int = rec THEN
+			aimed := aimed + 1;
+		ELSE
+			-- the size is off by MAXALIGN padding: learn it
+			fill := fill + rec - (page - ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % page)::int);
+		END IF;
+		PERFORM fence_advance(1);
+	END LOOP;
+	INSERT INTO adv_boundary VALUES (aimed);
+END
+$$;
+SELECT aimed >= 10 AS counter_record_ended_on_page_boundaries FROM adv_boundary;
+DROP SEQUENCE adv_probe;
+
 -- the end of timeline 1's range (2^40 tokens): fence refuses to issue
 -- rather than step into timeline 2's range
 SELECT setval('fence_token_seq', (1::bigint << 40) - 2);
