@@ -564,6 +564,15 @@ check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 	 * then creates those very triggers from the dump: each must take the
 	 * place of the one fence made.  (A partition's guard is the parent's
 	 * clone and cannot be replaced; PostgreSQL refuses that itself.)
+	 *
+	 * The command becomes CREATE OR REPLACE TRIGGER, which updates the
+	 * trigger (and a partitioned table's clones) in place under the lock
+	 * CREATE TRIGGER takes anyway, ShareRowExclusiveLock.  Dropping it first
+	 * would take AccessExclusiveLock on the table and on every partition,
+	 * which a parallel restore does not expect of a trigger: its ALTER INDEX
+	 * ... ATTACH PARTITION holds a partition and then waits for the
+	 * partitioned table, and the two deadlock.  (The parse tree is
+	 * standard_ProcessUtility's own copy, which CreateTrigger reads next.)
 	 */
 	if (fence_fn && !stmt->replace &&
 		!(fnoid != cat->refuse_truncate_fn && get_rel_relispartition(relid)))
@@ -571,29 +580,14 @@ check_create_trigger(FenceCatalog *cat, CreateTrigStmt *stmt)
 		char	   *tgname;
 
 		/*
-		 * The lock CREATE TRIGGER takes anyway, taken before looking: a
-		 * parallel restore may be giving this table fence's trigger in
-		 * another session right now, and its row must be seen (and
-		 * replaced), not collided with.
+		 * Lock before looking: a parallel restore may be giving this table
+		 * fence's trigger in another session right now, and its row must be
+		 * seen (and replaced), not collided with.
 		 */
 		LockRelationOid(relid, ShareRowExclusiveLock);
 		if (fence_rel_trigger(relid, fnoid, NULL, &tgname) &&
 			strcmp(tgname, stmt->trigname) == 0)
-		{
-			/*
-			 * Dropping a partitioned table's trigger locks the table, then
-			 * each partition, in AccessExclusiveLock.  A parallel restore's
-			 * CREATE TRIGGER on a partition locks the partition, then its
-			 * parent in AccessShareLock: take the partitions first, while
-			 * the parent is held only in ShareRowExclusiveLock (which that
-			 * command does not wait for), or the two deadlock.
-			 */
-			if (get_rel_relkind(relid) == RELKIND_PARTITIONED_TABLE)
-				list_free(find_all_inheritors(relid, AccessExclusiveLock, NULL));
-			fence_run_internal_ddl(psprintf("DROP TRIGGER %s ON %s",
-											quote_identifier(tgname),
-											fence_rel_query_name(relid)));
-		}
+			stmt->replace = true;
 	}
 }
 
