@@ -75,7 +75,7 @@ DECLARE
 	rec int := 2147483647;		-- a setval() record's size
 	fill int;					-- a logical message's size, less its payload
 	at pg_lsn;
-	room int;
+	room int;					-- what is left of the page at the insert position
 	aimed int := 0;
 BEGIN
 	FOR i IN 1..3 LOOP
@@ -95,11 +95,12 @@ BEGIN
 			CONTINUE;
 		END IF;
 		PERFORM pg_logical_emit_message(false, 'p', repeat('x', room - rec - fill));
-		IF page - ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % page)::int = rec THEN
+		room := page - ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % page)::int;
+		IF room = rec THEN
 			aimed := aimed + 1;
 		ELSE
 			-- the size is off by MAXALIGN padding: learn it
-			fill := fill + rec - (page - ((pg_current_wal_insert_lsn() - '0/0'::pg_lsn) % page)::int);
+			fill := fill + rec - room;
 		END IF;
 		PERFORM fence_advance(1);
 	END LOOP;

@@ -487,13 +487,14 @@ ALTER TABLE events ATTACH PARTITION events_sa FOR VALUES IN ('sa');
 		'5F003', "$what: after form: an UPDATE of the new partition that leaves the epoch alone is refused");
 }
 
+# each restore: what, the database, and its command or commands
 my @restores = (
 	[ 'plain format, psql -v ON_ERROR_STOP=1', 'r_plain',
-	  'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $plain, '-d', 'r_plain' ],
+	  [ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $plain, '-d', 'r_plain' ] ],
 	[ 'custom format, pg_restore --exit-on-error', 'r_custom',
-	  'pg_restore', '--exit-on-error', '-d', 'r_custom', $custom ],
+	  [ 'pg_restore', '--exit-on-error', '-d', 'r_custom', $custom ] ],
 	[ 'custom format, pg_restore --single-transaction', 'r_single',
-	  'pg_restore', '--single-transaction', '-d', 'r_single', $custom ],
+	  [ 'pg_restore', '--single-transaction', '-d', 'r_single', $custom ] ],
 	[ 'directory format, pg_restore -j 2 in two passes', 'r_parallel',
 	  [ 'pg_restore', '-j', '2', '--section=pre-data', '--section=data',
 		'-d', 'r_parallel', $directory ],
@@ -503,15 +504,12 @@ my @restores = (
 
 for my $r (@restores)
 {
-	my ($what, $db, @cmd) = @$r;
+	my ($what, $db, @cmds) = @$r;
 	$node->safe_psql('postgres', "CREATE DATABASE $db");
-	if (ref $cmd[0])
+	for my $n (1 .. @cmds)
 	{
-		tool_ok("restore, $what, pass $_", @{ $cmd[ $_ - 1 ] }) for 1 .. @cmd;
-	}
-	else
-	{
-		tool_ok("restore, $what", @cmd);
+		tool_ok(@cmds > 1 ? "restore, $what, pass $n" : "restore, $what",
+			@{ $cmds[ $n - 1 ] });
 	}
 	# a restore that failed can leave too little behind for the checks
 	eval { check_restored($db, $what); 1 }
