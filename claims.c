@@ -723,11 +723,13 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
  * what it returns (every 32 values, and on the first call after a
  * checkpoint) and stamps the sequence page with that record; token.c's
  * crash gap decides whether that record must be flushed before the token
- * leaves (token_make_durable), and moves the counter past what a crash may
- * have lost before the first token after it (token_counter_past_crash).
+ * leaves (token_make_durable).
  *
- * Tokens are ordered across timelines too (token.c): the counter is first
- * moved into the current timeline's range if it is below it.
+ * Tokens are ordered across histories too (token.c): before the first token
+ * after a restart, a promotion, a restore or an upgrade the counter moves
+ * past what any earlier or other history can have issued
+ * (token_begin_history), and no token leaves ahead of the clock's floor
+ * (token_wait_for_clock).
  */
 int64
 claims_issue_token(FenceCatalog *cat, const char *job)
@@ -737,10 +739,8 @@ claims_issue_token(FenceCatalog *cat, const char *job)
 	Buffer		buf;
 	XLogRecPtr	lsn;
 
-	token_counter_to_timeline(cat);
-	token_counter_past_crash(cat);
+	token_begin_history(cat);
 	token = nextval_internal(cat->token_seq_relid, false);
-	token_check_range(token);
 
 	seqrel = relation_open(cat->token_seq_relid, NoLock);	/* nextval locked it */
 	buf = ReadBuffer(seqrel, 0);
@@ -750,6 +750,7 @@ claims_issue_token(FenceCatalog *cat, const char *job)
 	relation_close(seqrel, NoLock);
 
 	token_make_durable(cat, token, lsn);
+	token_wait_for_clock(token);
 	fence_xact_note_issued(token, job);
 	return token;
 }

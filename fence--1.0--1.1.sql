@@ -249,12 +249,14 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp;
 
 --
--- Tokens across timelines (token.c): every token of timeline T lies in
--- [(T - 1) * 2^40, T * 2^40).  fence_advance(margin) is the runbook step for
--- what PostgreSQL cannot see: a restore that stays on the same timeline, a
--- table loaded with pg_dump -t.  Superusers only.
+-- The counter's histories (token.c): a restart, a promotion, a restore or
+-- an upgrade moves the counter by itself.  fence_advance(margin) is the
+-- runbook step for what fence cannot see: epochs loaded from another
+-- database with pg_dump -t, an epoch set by hand.  It moves the counter to
+-- the largest token or epoch it finds plus the margin (by default one crash
+-- gap, 2^20 tokens, about a second of the clock's floor).  Superusers only.
 --
-CREATE FUNCTION fence_advance(margin pg_catalog.int8 DEFAULT 4294967296)
+CREATE FUNCTION fence_advance(margin pg_catalog.int8 DEFAULT 1048576)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'fence_advance'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
@@ -500,15 +502,15 @@ SELECT c.job, c.token, c.holder, c.claimed_by, c.claimed_at, c.lease_expires_at,
 GRANT SELECT ON fence_stats, fence_status TO PUBLIC;
 
 --
--- The counter's crash gap (token.c).  A token leaves fence_claim without
--- waiting for its counter's WAL record to reach disk; after a crash, the
--- counter first moves a gap above the value recovery restored, past every
--- token the crash may have lost.  This sequence records that the gap is
--- taken.  It is unlogged: crash recovery resets it to its initial state
--- (never called), and so it tells fence that a crash has happened since.
--- It is called once here, as a new counter has lost nothing.  Nobody but
--- fence reads or writes it.
+-- The counter's histories (token.c, "Histories").  Before the first token
+-- after a restart, a promotion, a restore or an upgrade, the counter moves
+-- past what any earlier or other history can have issued.  This sequence
+-- holds a hash of the history (the server's system identifier, timeline and
+-- postmaster start) that last moved it.  It is logged, so a standby and a
+-- restart see it, and dumped with the counter: a restored database holds
+-- its source's history, never its own, and its first claim moves the
+-- counter.  Nobody but fence reads or writes it.
 --
-CREATE UNLOGGED SEQUENCE fence_token_gap AS pg_catalog.int8 MINVALUE 1 NO CYCLE;
-REVOKE ALL ON SEQUENCE fence_token_gap FROM PUBLIC;
-SELECT pg_catalog.nextval('@extschema@.fence_token_gap'::pg_catalog.regclass);
+CREATE SEQUENCE fence_token_history AS pg_catalog.int8 MINVALUE 1 NO CYCLE;
+REVOKE ALL ON SEQUENCE fence_token_history FROM PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('fence_token_history', '');

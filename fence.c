@@ -54,6 +54,7 @@ void		_PG_init(void);
 
 /* fence.max_lease, in seconds */
 int			fence_max_lease_seconds = 86400;
+int			fence_max_clock_skew_ms = FENCE_DEFAULT_MAX_CLOCK_SKEW_MS;
 
 static FenceCatalog fence_cat;	/* the cached catalog */
 static uint32 fence_cat_fn_hashes[5];	/* PROCOID hash values of its functions */
@@ -82,6 +83,17 @@ _PG_init(void)
 							INT_MAX,
 							PGC_SUSET,
 							GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("fence.max_clock_skew",
+							"The largest difference fence assumes between any two servers' clocks.",
+							"The first token of a new history (a restart, a promotion, a restore) lies above the clock's "
+							"reading plus twice this, and waits for the clock to pass it.",
+							&fence_max_clock_skew_ms,
+							FENCE_DEFAULT_MAX_CLOCK_SKEW_MS,
+							0,
+							FENCE_MAX_CLOCK_SKEW_LIMIT_MS,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomBoolVariable("fence.allow_ddl",
 							 "Lets this session run DDL that fence refuses on protected tables.",
@@ -135,7 +147,7 @@ fence_catalog_invalidate(Datum arg pg_attribute_unused(), Oid relid)
 		relid == fence_cat.claims_job_index ||
 		relid == fence_cat.claims_token_index ||
 		relid == fence_cat.token_seq_relid ||
-		relid == fence_cat.token_gap_relid)
+		relid == fence_cat.token_history_relid)
 		fence_cat_valid = false;
 }
 
@@ -301,14 +313,14 @@ fence_catalog_build(Oid fn_oid)
 													  RELKIND_SEQUENCE);
 	fence_cat.token_seq_owner = fence_relation_owner(fence_cat.token_seq_relid);
 	/* (absent in the objects of 1.0, until ALTER EXTENSION fence UPDATE) */
-	fence_cat.token_gap_relid = get_relname_relid("fence_token_gap", nspid);
-	/* ... and only an unlogged sequence tells of a crash */
-	if (OidIsValid(fence_cat.token_gap_relid) &&
-		(get_rel_relkind(fence_cat.token_gap_relid) != RELKIND_SEQUENCE ||
-		 get_rel_persistence(fence_cat.token_gap_relid) != RELPERSISTENCE_UNLOGGED))
-		fence_cat.token_gap_relid = InvalidOid;
-	if (OidIsValid(fence_cat.token_gap_relid))
-		fence_cat.token_gap_owner = fence_relation_owner(fence_cat.token_gap_relid);
+	fence_cat.token_history_relid = get_relname_relid("fence_token_history", nspid);
+	/* ... and only a logged sequence replicates, and survives a crash */
+	if (OidIsValid(fence_cat.token_history_relid) &&
+		(get_rel_relkind(fence_cat.token_history_relid) != RELKIND_SEQUENCE ||
+		 get_rel_persistence(fence_cat.token_history_relid) != RELPERSISTENCE_PERMANENT))
+		fence_cat.token_history_relid = InvalidOid;
+	if (OidIsValid(fence_cat.token_history_relid))
+		fence_cat.token_history_owner = fence_relation_owner(fence_cat.token_history_relid);
 
 	fence_cat.att_job = get_attnum(fence_cat.claims_relid, "job");
 	fence_cat.att_token = get_attnum(fence_cat.claims_relid, "token");

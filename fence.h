@@ -17,7 +17,8 @@
  *	token.c		the token arbiter: the lock tags that serialise writers
  *				against takeovers, "is this token current?"
  *				(fence_hold_token), the 5F001 and 5F004 reports, the
- *				counter's timeline ranges and crash gap, fence_advance
+ *				counter's histories (its moves at a restart, a promotion,
+ *				a restore) and crash gap, fence_advance
  *	binding.c	the session binding: fence_begin, fence_begin_fresh
  *	xact.c		per-transaction state: the bound token and the tokens already
  *				validated and locked, kept correct across savepoints and
@@ -166,20 +167,39 @@ typedef struct FenceRegistration
 #define FENCE_LOCKTAG_EFFECT	0x4604	/* one effect key: fence_once */
 
 /*
- * Tokens per timeline.  Tokens issued on timeline T lie in
- * [(T - 1) * 2^40, T * 2^40): a token issued after a promotion or a PITR
- * is greater than every token that could have been issued before it.
+ * The counter's histories (token.c, "Histories").  A history is the
+ * counter's run on one server, on one timeline, since one start of its
+ * postmaster.  Before the first token of a new history the counter moves to
+ * at least
+ *
+ *	 counter + FENCE_CRASH_GAP, and
+ *	 (the clock's reading + 2 * fence.max_clock_skew) << FENCE_CLOCK_SHIFT,
+ *
+ * and no token is handed out above (the clock's reading) <<
+ * FENCE_CLOCK_SHIFT: a claim waits for the clock to pass it.
+ *
+ * FENCE_CLOCK_SHIFT: 2^10 tokens per millisecond of the clock since
+ * 2000-01-01, a million claims a second before a claim would wait; tokens
+ * stay below 2^53 (exact in a JavaScript number) until the year 2278.
  */
-#define FENCE_TIMELINE_BITS		40
+#define FENCE_CLOCK_SHIFT		10
 
 /*
- * The counter's crash gap.  After a crash the counter moves this far above
- * the value recovery restored before it issues again, and no backend hands
- * out a token this far or further above the last one it knows is durable
- * without flushing the WAL first (token.c).  At 2^20, a crash costs a
- * millionth of a timeline's range.
+ * The counter's crash gap.  After a crash (and at every new history) the
+ * counter moves at least this far above the value recovery restored before
+ * it issues again, and no backend hands out a token this far or further
+ * above the last one it knows is durable without flushing the WAL first
+ * (token.c).  The same gap covers the tokens an old primary issued that
+ * its standby had not replayed when it was promoted: 2^20 claims, far more
+ * than any replication lag a failover accepts (Patroni's default
+ * maximum_lag_on_failover, 1 MB of WAL, holds about 2,500).  At 2^10
+ * tokens a millisecond, a gap is about a second of the clock.
  */
 #define FENCE_CRASH_GAP			(INT64CONST(1) << 20)
+
+/* fence.max_clock_skew, in milliseconds: its default and its largest value */
+#define FENCE_DEFAULT_MAX_CLOCK_SKEW_MS		500
+#define FENCE_MAX_CLOCK_SKEW_LIMIT_MS		60000
 
 /* The fence relations, found in the extension's schema. */
 typedef struct FenceCatalog
@@ -191,7 +211,7 @@ typedef struct FenceCatalog
 	Oid			claims_job_index;	/* fence_claims_pkey (job) */
 	Oid			claims_token_index; /* fence_claims_token_key (token) */
 	Oid			token_seq_relid;	/* fence_token_seq */
-	Oid			token_gap_relid;	/* fence_token_gap, or InvalidOid (1.0) */
+	Oid			token_history_relid;	/* fence_token_history, or InvalidOid (1.0) */
 	AttrNumber	att_job;
 	AttrNumber	att_token;
 	AttrNumber	att_released;
@@ -210,7 +230,7 @@ typedef struct FenceCatalog
 	Oid			renew_any_fn;	/* fence_renew_any(text, interval), or InvalidOid */
 	Oid			claims_owner;	/* the registry is written as this role */
 	Oid			token_seq_owner;	/* the counter is read as this role */
-	Oid			token_gap_owner;	/* the same for fence_token_gap */
+	Oid			token_history_owner;	/* the same for fence_token_history */
 	uint64		generation;		/* bumped whenever the catalog is rebuilt */
 } FenceCatalog;
 
@@ -228,6 +248,7 @@ extern int64 fence_token_arg(FunctionCallInfo fcinfo, int argno);
 extern Interval *fence_lease_arg(FunctionCallInfo fcinfo, int argno);
 extern text *fence_holder_arg(FunctionCallInfo fcinfo, int argno);
 extern int	fence_max_lease_seconds;
+extern int	fence_max_clock_skew_ms;
 extern int64 fence_last_token_issued(FenceCatalog *cat);
 extern bool fence_sequence_last_value(Oid seqid, Oid owner, int64 *last);
 extern bool fence_mode_lookup(const char *name, FenceMode *mode);
@@ -282,9 +303,8 @@ extern void token_unlock_takeover(int64 token);
 extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
 									const char *job,
 									bool for_guard);
-extern void token_counter_to_timeline(FenceCatalog *cat);
-extern void token_check_range(int64 token);
-extern void token_counter_past_crash(FenceCatalog *cat);
+extern void token_begin_history(FenceCatalog *cat);
+extern void token_wait_for_clock(int64 token);
 extern void token_make_durable(FenceCatalog *cat, int64 token, XLogRecPtr lsn);
 extern void token_move_counter(FenceCatalog *cat, int64 last_value,
 							   const char *why);

@@ -5,7 +5,9 @@
  *	  It owns the lock tags that keep a write and a takeover of the same job
  *	  from interleaving, the answer to "is this token its job's current
  *	  claim?" (fence_hold_token), the errors for a token that is not, the
- *	  counter's timeline ranges and crash gap, and fence_advance().
+ *	  counter's histories (how it moves at a restart, a promotion, a
+ *	  restore or an upgrade, so that no token is issued twice) and crash
+ *	  gap, and fence_advance().
  *
  * Serialising writers against takeovers.  A writer (fence_begin, or the
  * guard validating a token) takes the token's lock in share mode before it
@@ -34,6 +36,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "commands/extension.h"
 #include "commands/sequence.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -45,6 +48,7 @@
 #include "utils/fmgrprotos.h"
 
 PG_FUNCTION_INFO_V1(fence_advance);
+PG_FUNCTION_INFO_V1(fence_history_created);
 
 /* What the registry says about a token. */
 typedef enum FenceTokenState
@@ -75,7 +79,6 @@ typedef struct FenceTokenCheck
 static int64 issued_floor = 0;
 static uint64 issued_floor_generation = 0;
 
-static void token_counter_gap_taken(FenceCatalog *cat);
 pg_noreturn static void report_token(int64 token, const char *job,
 									 FenceTokenCheck *check,
 									 bool never_issued_is_invalid);
@@ -176,25 +179,122 @@ token_unlock_job(const char *job)
 }
 
 /*
- * Timeline ranges.  After a failover to an asynchronous standby, or a
- * point-in-time recovery, the new primary cannot know which tokens the old
- * one handed out after the last WAL it received.  It does know that its
- * timeline is newer: so every token of timeline T lies in
- * [(T - 1) * 2^40, T * 2^40), above every range of a lower timeline, and
- * the first claim a backend makes on a timeline moves the counter to the
- * range's start if it is below it (timeline 1 starts at 0: nothing moves
- * there).  2^40 tokens per timeline: at a million claims a second, 12 days;
- * at a thousand, 35 years.  At the end of a range fence refuses to issue
- * (54000) rather than step into the next timeline's.
+ * Histories.  A token must never be handed out twice, by this server or by
+ * any other that ever held this database's counter, and fence must never
+ * refuse to issue one.  The counter's history changes under it in ways no
+ * server can fully see: a crash loses what the WAL had not flushed; a
+ * promoted standby has not replayed what its old primary issued last; and
+ * two servers can start from the same replicated counter (a double
+ * failover onto a standby that never saw the interim primary, whose
+ * timeline number is then used twice; a restore of a backup while its
+ * source goes on), so that neither can know what the other issued.  The
+ * timeline's number orders none of this: a repeated promotion reuses it,
+ * and a restore, a pg_upgrade or a pg_resetwal starts again at 1 or keeps
+ * it.
+ *
+ * So fence orders histories by what can be stated, not by the number.  A
+ * history is the counter's run on one server (its system identifier), on
+ * one timeline, since one start of its postmaster; fence_token_history, a
+ * logged sequence, holds a hash of the history that last moved the counter.
+ * Before the first token of any other history the counter moves to
+ *
+ *	 max(counter + FENCE_CRASH_GAP, clock_floor(now + 2 * fence.max_clock_skew))
+ *
+ * and no server ever issues a token above clock_floor(now), its clock's
+ * reading in tokens (token_wait_for_clock).  The two terms answer two
+ * kinds of history:
+ *
+ * 1. A history that continues this server's counter: a restart after a
+ *	  crash, or a standby promoted after replaying its old primary's last
+ *	  move.  What the previous history issued beyond what reached this one
+ *	  is at most a gap: rule 2 below bounds what a crash loses, and a
+ *	  replication lag of a million claims is far past what a failover takes
+ *	  (Patroni's maximum_lag_on_failover).  This term rests on no clock.
+ * 2. A sibling history, or one whose last move never reached this server:
+ *	  nothing inside it can tell what the other issued.  Every token the
+ *	  other issued lies below the floor of its clock when it issued it,
+ *	  which, if no two clocks differ by more than fence.max_clock_skew, is
+ *	  below clock_floor(now + 2 * skew) here.  The first claim waits about
+ *	  2 * skew for its own clock to pass that (so that the rule holds for
+ *	  this history too).  This term rests on the clocks' bound; it is
+ *	  the only one that does.
+ *
+ * A history change is the only time the counter moves by itself, so a
+ * lower or reset timeline moves it up, never down, and nothing runs out:
+ * the floor reaches 2^53 in 2278.  A new database's first claim counts as
+ * a new history too: an empty counter on a standby cannot tell a fence that
+ * never claimed from one whose first claims were lost.  The one exception
+ * is a counter the install script made in this very history, unused since
+ * (fence_history_created): its tokens start at 1.  Under 1.0's objects
+ * (fence_token_history missing) each backend applies the clock's term at
+ * its first claim, and every token is flushed.
  */
-static uint64
-timeline_range_start(TimeLineID tl)
+
+/* Milliseconds since 2000-01-01 that a timestamp lies at, never negative. */
+static int64
+clock_ms(TimestampTz t)
 {
-	return ((uint64) (tl > 0 ? tl - 1 : 0)) << FENCE_TIMELINE_BITS;
+	return t > 0 ? t / 1000 : 0;
 }
 
-/* The counter's timeline this backend has already checked. */
-static TimeLineID counter_checked_tl = 0;
+/* The clock floor of a reading in milliseconds: its tokens start there. */
+static int64
+clock_floor(int64 ms)
+{
+	if (ms >= (PG_INT64_MAX >> FENCE_CLOCK_SHIFT))
+		return PG_INT64_MAX;
+	return ms << FENCE_CLOCK_SHIFT;
+}
+
+/*
+ * The history this backend runs in, as the value fence_token_history holds
+ * for it: a hash of the server's system identifier, its timeline and the
+ * postmaster's start, in [1, 2^63).  With created, the value the install
+ * script records for a counter made in this history and not yet used: a
+ * first claim that finds it, and a counter that never issued, moves
+ * nothing.
+ */
+static int64
+history_marker(TimeLineID tl, bool created)
+{
+	struct
+	{
+		uint64		system_identifier;
+		TimestampTz started;
+		TimeLineID	timeline;
+	}			history;
+	uint64		hash;
+
+	memset(&history, 0, sizeof(history));
+	history.system_identifier = GetSystemIdentifier();
+	history.started = PgStartTime;
+	history.timeline = tl;
+	hash = hash_bytes_extended((const unsigned char *) &history,
+							   sizeof(history), created ? 1 : 0);
+	hash &= (uint64) PG_INT64_MAX;
+	return hash == 0 ? 1 : (int64) hash;
+}
+
+/* Record a history in fence_token_history, as its owner. */
+static void
+history_record(FenceCatalog *cat, int64 marker)
+{
+	FenceSavedUser saved;
+
+	fence_become_owner(cat->token_history_owner, &saved);
+	(void) DirectFunctionCall3(setval3_oid,
+							   ObjectIdGetDatum(cat->token_history_relid),
+							   Int64GetDatum(marker),
+							   BoolGetDatum(true));
+	fence_restore_user(&saved);
+}
+
+/* The history this backend has checked: its timeline and marker sequence. */
+static TimeLineID history_checked_tl = 0;
+static Oid	history_checked_relid = InvalidOid;
+
+/* The largest clock reading this backend has seen, in milliseconds. */
+static int64 clock_seen_ms = 0;
 
 /*
  * Set the counter's last value to last_value (never lower than it is):
@@ -234,14 +334,43 @@ token_move_counter(FenceCatalog *cat, int64 last_value, const char *why)
 }
 
 /*
- * Before a token is issued: is the counter in this timeline's range?  Once
- * per backend and timeline; under a lock of fence's own, checked again.
+ * Move the counter for a new history: past a crash gap above where it is,
+ * and past what any server's clock could have issued by now.
+ */
+static void
+token_move_for_history(FenceCatalog *cat, TimeLineID tl, bool recorded)
+{
+	int64		counter = fence_last_token_issued(cat);
+	int64		now_ms = clock_ms(GetCurrentTimestamp());
+	int64		skew = fence_max_clock_skew_ms;
+	int64		by_count;
+	int64		by_clock;
+
+	by_count = counter > PG_INT64_MAX - FENCE_CRASH_GAP ?
+		PG_INT64_MAX : counter + FENCE_CRASH_GAP;
+	by_clock = clock_floor(now_ms + 2 * skew);
+	token_move_counter(cat, Max(by_count, by_clock),
+					   psprintf("A new history of the counter begins (%s, timeline %u): it moves %s, above every token an earlier history or, with clocks within fence.max_clock_skew (%d ms) of each other, any other server can have issued.",
+								recorded ? "a restart, promotion, restore or upgrade" : "none recorded: a new database, a restore, or the update from 1.0",
+								tl,
+								by_count >= by_clock ?
+								psprintf("a crash gap (" INT64_FORMAT ") above the counter", FENCE_CRASH_GAP) :
+								"to the clock's reading plus twice the skew",
+								fence_max_clock_skew_ms));
+}
+
+/*
+ * Before a token is issued: is this the counter's first token in this
+ * backend's history?  Once per backend and timeline; under a lock of
+ * fence's own, checked again.
  */
 void
-token_counter_to_timeline(FenceCatalog *cat)
+token_begin_history(FenceCatalog *cat)
 {
 	TimeLineID	tl;
-	int64		start;
+	int64		marker;
+	int64		recorded;
+	bool		has_record;
 	LOCKTAG		tag;
 
 	if (RecoveryInProgress())
@@ -250,49 +379,110 @@ token_counter_to_timeline(FenceCatalog *cat)
 				 errmsg("fence issues no tokens on a standby"),
 				 errhint("Claim jobs on the primary.")));
 	tl = GetWALInsertionTimeLine();
-	if (tl == counter_checked_tl)
+	if (tl == history_checked_tl &&
+		cat->token_history_relid == history_checked_relid)
 		return;
-	start = (int64) timeline_range_start(tl);
-	if (start > 0 && fence_last_token_issued(cat) < start)
+
+	marker = history_marker(tl, false);
+	if (OidIsValid(cat->token_history_relid) &&
+		fence_sequence_last_value(cat->token_history_relid,
+								  cat->token_history_owner, &recorded) &&
+		recorded == marker)
 	{
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, FENCE_LOCKTAG_COUNTER);
-		fence_xact_note_lock();
-		(void) LockAcquire(&tag, ExclusiveLock, false, false);
-		token_move_counter(cat, start,
-						   psprintf("Timeline %u begins: its tokens start at " INT64_FORMAT ", above every token of an earlier timeline.",
-									tl, start));
-		/* No token of this range was issued yet: none can have been lost. */
-		token_counter_gap_taken(cat);
+		history_checked_tl = tl;
+		history_checked_relid = cat->token_history_relid;
+		return;
 	}
-	counter_checked_tl = tl;
-}
 
-/* A token must stay inside its timeline's range. */
-void
-token_check_range(int64 token)
-{
-	TimeLineID	tl = GetWALInsertionTimeLine();
+	SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, FENCE_LOCKTAG_COUNTER);
+	fence_xact_note_lock();
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 
-	if ((uint64) token >= timeline_range_start(tl + 1))
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("fence has issued every token of timeline %u", tl),
-				 errdetail("Tokens of timeline %u end below " UINT64_FORMAT "; the next would fall in the next timeline's range.",
-						   tl, timeline_range_start(tl + 1))));
+	if (!OidIsValid(cat->token_history_relid))
+	{
+		/* 1.0's objects: no record of histories; the clock's term only */
+		token_move_counter(cat, clock_floor(clock_ms(GetCurrentTimestamp()) +
+											2 * (int64) fence_max_clock_skew_ms),
+						   "A backend's first claim under fence 1.0's objects: the counter moves to the clock's reading plus twice fence.max_clock_skew.");
+	}
+	else
+	{
+		int64		unused;
+
+		has_record = fence_sequence_last_value(cat->token_history_relid,
+											   cat->token_history_owner,
+											   &recorded);
+		if (has_record && recorded == marker)
+			;					/* another backend moved it */
+		else if (has_record && recorded == history_marker(tl, true) &&
+				 !fence_sequence_last_value(cat->token_seq_relid,
+											cat->token_seq_owner, &unused))
+			history_record(cat, marker);	/* made here, never used */
+		else
+		{
+			token_move_for_history(cat, tl, has_record);
+			/* the move is flushed before the history is recorded */
+			history_record(cat, marker);
+		}
+	}
+	history_checked_tl = tl;
+	history_checked_relid = cat->token_history_relid;
 }
 
 /*
- * Crash gaps.  A token must never be handed out twice, and nextval() makes
- * a value durable only through a WAL record (it logs 32 values ahead of
- * what it returns).  A claim committed with synchronous_commit off, or one
- * inside a transaction still open, may leave that record unflushed while
- * the client already holds the token; a crash would then hand it out again.
- * Flushing the record before the token leaves is correct but costs a WAL
- * flush every 32 claims.  Instead fence keeps two rules:
+ * Before a token leaves: no token above the clock's floor.  A token at most
+ * a few seconds ahead (the first after a move) waits for the clock; one
+ * further ahead, which only fence_advance(), a setval() by hand or a clock
+ * stepped back can make, is issued at once with a warning, once per
+ * backend: a claim must not stall for what an operator did.
+ */
+void
+token_wait_for_clock(int64 token)
+{
+	static bool warned = false;
+	int64		token_ms = token >> FENCE_CLOCK_SHIFT;
+	int64		limit_ms;
+
+	if (token_ms <= clock_seen_ms)
+		return;
+	clock_seen_ms = clock_ms(GetCurrentTimestamp());
+	if (token_ms <= clock_seen_ms)
+		return;
+
+	limit_ms = 2 * (int64) fence_max_clock_skew_ms +
+		(FENCE_CRASH_GAP >> FENCE_CLOCK_SHIFT) + 1000;
+	if (token_ms - clock_seen_ms > limit_ms)
+	{
+		if (!warned)
+			ereport(WARNING,
+					(errcode(ERRCODE_WARNING),
+					 errmsg("fence's token counter is ahead of this server's clock"),
+					 errdetail("Token " INT64_FORMAT " belongs to the clock's reading " INT64_FORMAT " ms after 2000-01-01; the clock reads " INT64_FORMAT " ms.",
+							   token, token_ms, clock_seen_ms),
+					 errhint("Check the server's clock.  Until it passes the counter, a history that starts from an older copy of this database may issue this server's tokens again.")));
+		warned = true;
+		return;
+	}
+	while (token_ms > clock_seen_ms)
+	{
+		CHECK_FOR_INTERRUPTS();
+		pg_usleep(Min(token_ms - clock_seen_ms, 100) * 1000L + 1000L);
+		clock_seen_ms = clock_ms(GetCurrentTimestamp());
+	}
+}
+
+/*
+ * Crash gaps.  nextval() makes a value durable only through a WAL record
+ * (it logs 32 values ahead of what it returns).  A claim committed with
+ * synchronous_commit off, or one inside a transaction still open, may leave
+ * that record unflushed while the client already holds the token; a crash
+ * would then hand it out again.  Flushing the record before the token
+ * leaves is correct but costs a WAL flush every 32 claims.  Instead fence
+ * keeps two rules:
  *
- * 1. After a crash, before any token is issued, the counter moves
- *	  FENCE_CRASH_GAP above the value recovery restored
- *	  (token_counter_past_crash).
+ * 1. After a crash, before any token is issued, the counter moves at least
+ *	  FENCE_CRASH_GAP above the value recovery restored: a restart begins a
+ *	  new history (token_begin_history).
  * 2. No backend hands out a token FENCE_CRASH_GAP or more above the largest
  *	  token it knows to be durable without flushing the WAL first
  *	  (token_make_durable).
@@ -302,19 +492,9 @@ token_check_range(int64 token)
  * gap, and rule 1 issues none of them again.  The WAL writer flushes within
  * a fraction of a second under any load, so rule 2 rarely flushes: once
  * after a backend's first claim, once the counter has moved a gap past what
- * it last saw flushed.
- *
- * fence_token_gap, an unlogged sequence, says whether rule 1 has run since
- * the last crash: PostgreSQL resets an unlogged relation in crash recovery,
- * and at a promotion, and never at a clean shutdown, which flushes all WAL.
- * A clean restart thus keeps the counter where it was.  After a promotion
- * the move into the new timeline's range sets it instead: that move is
- * past every token of the old timeline already.  Under 1.0's objects,
- * which lack it, every token is flushed before it leaves.
+ * it last saw flushed.  Under 1.0's objects every token is flushed before
+ * it leaves.
  */
-
-/* fence_token_gap, once this backend has seen the gap taken. */
-static Oid	crash_gap_seen = InvalidOid;
 
 /*
  * What this backend knows of the counter's WAL: the largest token whose
@@ -329,54 +509,6 @@ static int64 pending_token = 0;
 static XLogRecPtr pending_lsn = InvalidXLogRecPtr;
 
 /*
- * Record in fence_token_gap that the counter is past every token a crash
- * may have lost: after rule 1's move, or a move into a new timeline's
- * range, which no token of that range precedes.  The caller holds the
- * counter's lock, and the move is flushed.
- */
-static void
-token_counter_gap_taken(FenceCatalog *cat)
-{
-	FenceSavedUser saved;
-
-	if (!OidIsValid(cat->token_gap_relid))
-		return;
-	fence_become_owner(cat->token_gap_owner, &saved);
-	(void) nextval_internal(cat->token_gap_relid, false);
-	fence_restore_user(&saved);
-}
-
-/*
- * Before a token is issued: rule 1.  Once per backend; only a backend that
- * finds the gap not yet taken takes the counter's lock and looks again.
- */
-void
-token_counter_past_crash(FenceCatalog *cat)
-{
-	int64		taken;
-	LOCKTAG		tag;
-
-	if (!OidIsValid(cat->token_gap_relid) || crash_gap_seen == cat->token_gap_relid)
-		return;
-	if (!fence_sequence_last_value(cat->token_gap_relid, cat->token_gap_owner, &taken))
-	{
-		SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, 0, 0, FENCE_LOCKTAG_COUNTER);
-		fence_xact_note_lock();
-		(void) LockAcquire(&tag, ExclusiveLock, false, false);
-		if (!fence_sequence_last_value(cat->token_gap_relid, cat->token_gap_owner,
-									   &taken))
-		{
-			/* the move is flushed before the mark is set */
-			token_move_counter(cat, fence_last_token_issued(cat) + FENCE_CRASH_GAP,
-							   psprintf("The server restarted after a crash: the counter moves " INT64_FORMAT " above the value recovery restored, past every token the crash may have lost.",
-										FENCE_CRASH_GAP));
-			token_counter_gap_taken(cat);
-		}
-	}
-	crash_gap_seen = cat->token_gap_relid;
-}
-
-/*
  * After nextval() returned token and left the counter's page at lsn: rule
  * 2.  Flush the WAL up to lsn only if token is a gap or more above the
  * largest token this backend knows is durable.
@@ -386,7 +518,7 @@ token_make_durable(FenceCatalog *cat, int64 token, XLogRecPtr lsn)
 {
 	XLogRecPtr	flushed;
 
-	if (!OidIsValid(cat->token_gap_relid))
+	if (!OidIsValid(cat->token_history_relid))
 	{
 		XLogFlush(lsn);
 		return;
@@ -587,12 +719,14 @@ token_report_not_current(FenceCatalog *cat, int64 token, const char *job)
 /*
  * fence_advance(margin bigint) returns bigint
  *
- * The runbook step after anything fence cannot see: a disk snapshot or a
- * base backup restored on the same timeline, a PITR whose history files
- * were lost, a table loaded with pg_dump -t.  Moves the counter past the
- * largest token in fence_claims and every stored epoch of every protected
- * table, plus margin; never backwards, never out of the timeline's range.
- * Superusers only; recorded.  Returns the counter's last value.
+ * The runbook step after what fence cannot see: a table loaded with pg_dump
+ * -t from another database, an epoch set by hand, a history whose server's
+ * clock is not trusted.  (A restart, a promotion, a restore or an upgrade
+ * begins a new history, and the counter moves by itself.)  Moves the
+ * counter to the largest token in fence_claims, every stored epoch of every
+ * protected table and the counter itself, plus margin: the margin always
+ * counts, and the counter never moves backwards.  Superusers only;
+ * recorded.  Returns the counter's last value.
  */
 Datum
 fence_advance(PG_FUNCTION_ARGS)
@@ -600,8 +734,6 @@ fence_advance(PG_FUNCTION_ARGS)
 	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
 	int64		margin = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0);
 	int64		highest;
-	int64		target;
-	TimeLineID	tl;
 	LOCKTAG		tag;
 	uint64		i;
 
@@ -666,17 +798,34 @@ fence_advance(PG_FUNCTION_ARGS)
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
 
-	tl = GetWALInsertionTimeLine();
-	if (highest > PG_INT64_MAX - margin ||
-		(uint64) (highest + margin) >= timeline_range_start(tl + 1))
+	if (highest > PG_INT64_MAX - margin)
 		ereport(ERROR,
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("fence_advance would move the counter out of timeline %u's range", tl),
-				 errdetail("The largest token or epoch found is " INT64_FORMAT "; timeline %u's tokens end below " UINT64_FORMAT ".",
-						   highest, tl, timeline_range_start(tl + 1)),
+				 errmsg("fence_advance would move the counter past its largest value"),
+				 errdetail("The largest token or epoch found is " INT64_FORMAT ".", highest),
 				 errhint("Use a smaller margin.")));
-	target = Max(highest + margin, (int64) timeline_range_start(tl));
-	token_move_counter(cat, target, "fence_advance()");
-	counter_checked_tl = 0;
+	token_move_counter(cat, highest + margin, "fence_advance()");
 	PG_RETURN_INT64(fence_last_token_issued(cat));
+}
+
+/*
+ * fence_history_created() returns void
+ *
+ * Run once, by the install script, and dropped at once: records that the
+ * counter was made in this history and has issued nothing, so that its
+ * first claim need not move it.  A standby promoted since, a restart, or a
+ * restore that loads the counter (its first claim finds the counter used)
+ * all still move it.
+ */
+Datum
+fence_history_created(PG_FUNCTION_ARGS)
+{
+	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+
+	if (!creating_extension || !OidIsValid(cat->token_history_relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("fence_history_created() runs only in fence's install script")));
+	history_record(cat, history_marker(GetWALInsertionTimeLine(), true));
+	PG_RETURN_VOID();
 }

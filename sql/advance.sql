@@ -6,9 +6,11 @@
 --  * fence_advance(margin), superusers only, moves the counter past the
 --    largest claim token and every stored epoch of every protected table,
 --    plus the margin; never backwards; recorded as 'counter_move'.
---  * Timeline 1's range starts at 0: nothing moves on a server that never
---    failed over (t/006_failover.pl tests later timelines); at the end of a
---    range fence refuses to issue (54000).
+--  * A new counter's first claim moves nothing (it was made here, unused:
+--    t/012_history.pl tests the histories that move it); no timeline range
+--    ends at 2^40; fence_advance refuses to pass the counter's own end
+--    (54000); a counter set ahead of the clock's floor issues at once, with
+--    a warning.
 --
 CREATE EXTENSION fence;
 \set VERBOSITY sqlstate
@@ -110,12 +112,23 @@ $$;
 SELECT aimed >= 10 AS counter_record_ended_on_page_boundaries FROM adv_boundary;
 DROP SEQUENCE adv_probe;
 
--- the end of timeline 1's range (2^40 tokens): fence refuses to issue
--- rather than step into timeline 2's range
+-- No range ends at 2^40 any more: the counter's order across failovers
+-- comes from its histories, not from the timeline's number, and nothing
+-- refuses to issue at a timeline's boundary
 SELECT setval('fence_token_seq', (1::bigint << 40) - 2);
-SELECT fence_claim('adv-last', '1 hour') = (1::bigint << 40) - 1 AS last_token_of_timeline_1;
-SELECT fence_claim('adv-beyond', '1 hour');
-SELECT fence_advance(1);
+SELECT fence_claim('adv-last', '1 hour') = (1::bigint << 40) - 1 AS below_2_40;
+SELECT fence_claim('adv-beyond', '1 hour') = (1::bigint << 40) AS at_2_40;
+SELECT fence_advance(1) = (1::bigint << 40) + 1 AS margin_counts;
+
+-- the counter's own end: fence_advance refuses to pass it (54000)
+SELECT setval('fence_token_seq', 9223372036854775000);
+SELECT fence_advance(1000);
+-- a counter ahead of the clock's floor (only a setval() or fence_advance()
+-- by hand puts it there) is issued at once, with a warning, not waited for
+\set VERBOSITY terse
+SELECT fence_claim('adv-ahead', '1 hour') = 9223372036854775001 AS issued_ahead_of_clock;
+SELECT fence_claim('adv-ahead-2', '1 hour') = 9223372036854775002 AS warned_once;
+\set VERBOSITY sqlstate
 
 DROP TABLE inv, inv_plain;
 DROP EXTENSION fence;

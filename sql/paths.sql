@@ -13,6 +13,12 @@ CREATE TEMP TABLE tok (name text PRIMARY KEY, t bigint UNIQUE);
 -- COPY data is not interpolated by psql, so this file starts the counter at
 -- a known value (as a superuser may after a restore) and checks the tokens
 -- it gets. Nothing else here depends on the values.
+-- The counter's first claim begins its history without moving it: it was
+-- made here and never used.  (A setval() before it would be a restore's as
+-- far as fence can tell, and the first claim would move the counter past
+-- the clock's floor: token.c, "Histories".)
+SELECT fence_claim('history-begins', '1 second') = 1 AS first_token_is_1;
+DELETE FROM fence_claims WHERE job = 'history-begins';
 SELECT setval('fence_token_seq', 1000) AS counter;
 -- ta: worker A of job-a, superseded by tb (worker B) after its lease expired
 INSERT INTO tok SELECT 'ta', fence_claim('job-a', '1 millisecond', 'A') RETURNING t AS ta \gset
