@@ -18,6 +18,10 @@
 #    fence_begin and by the guard.  Twin: a plain sequence hands a's values
 #    out again on b.  (Under the timeline ranges of the previous rule, b's
 #    first claims returned a's tokens, and fence_begin accepted a's.)
+#    1b: when the clocks' bound fails (a third standby promoted with its
+#    clock two hours behind, libfaketime), its tokens lie below a's: the
+#    order of siblings rests on the clocks; a's tokens are still refused
+#    there, as never issued.
 # 2. A pg_dump of that database (timeline 2) restored into a new cluster
 #    (timeline 1), and a dump of a timeline-1 database restored into b (on
 #    timeline 2): both keep claiming, above every token of their source.
@@ -156,8 +160,12 @@ $a->start;
 my $b = PostgreSQL::Test::Cluster->new('standby_b', port => $port + 20);
 $b->init_from_backup($primary, 'b1', has_streaming => 1);
 $b->start;
+my $c = PostgreSQL::Test::Cluster->new('standby_c', port => $port + 60);
+$c->init_from_backup($primary, 'b1', has_streaming => 1);
+$c->start;
 $primary->wait_for_catchup($a, 'replay', $primary->lsn('insert'));
 $primary->wait_for_catchup($b, 'replay', $primary->lsn('insert'));
+$primary->wait_for_catchup($c, 'replay', $primary->lsn('insert'));
 $primary->stop;
 
 my $before_a = clock_floor($a);
@@ -190,6 +198,35 @@ is((try_sql($b, "UPDATE results SET value = 'stale a', writer_epoch = $ta->[1] W
 like(q1($b, q{SELECT string_agg(reason, ' | ') FROM fence_audit_log WHERE action = 'counter_move'}),
 	qr/A new history of the counter begins \(a restart, promotion, restore or upgrade, timeline 2\)/,
 	'b: the move is recorded, naming the new history');
+
+# 1b. The bound fails: c, a third standby that followed neither a nor b, is
+# promoted with its clock two hours behind (libfaketime).  Its counter's
+# floor then lies below a's tokens: the order of sibling histories rests on
+# the clocks, as doc/fence.md 9.5 says.  What stays: a's tokens lie above
+# c's counter, so the guard refuses them there as never issued (5F004).
+SKIP:
+{
+	my $lib = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+	skip "libfaketime is not installed ($lib)", 4 unless -e $lib;
+	$c->stop;
+	{
+		local $ENV{LD_PRELOAD} = $lib;
+		local $ENV{FAKETIME} = '-2h';
+		local $ENV{FAKETIME_DONT_FAKE_MONOTONIC} = '1';
+		local $ENV{FAKETIME_DONT_RESET} = '1';
+		$c->start;
+		$c->promote;
+	}
+	is(timeline($c), 2, 'c is promoted onto timeline 2 too, its clock two hours behind');
+	my ($tc) = claim_all($c, 'postgres', 'on-c-1', 'on-c-2');
+	cmp_ok($tc->[0], '<', $ta->[0],
+		"with c's clock two hours behind, its first token ($tc->[0]) lies below a's ($ta->[0])");
+	is((try_sql($c, "UPDATE results SET value = 'stale a', writer_epoch = $ta->[2] WHERE job = 'job-2'"))[0],
+		'5F004', "c: the guard refuses a's token of job-3 ($ta->[2]) on job-2's row as never issued (5F004)");
+	is((try_sql($c, "UPDATE results SET value = 'c', writer_epoch = $tc->[0] WHERE job = 'job-3'"))[0],
+		'ok', "c: c's own current token ($tc->[0]) writes the same row");
+}
+$c->stop('immediate');
 
 # ---------------------------------------------------------------------------
 # 2. restores across timelines, both ways
