@@ -590,15 +590,17 @@ GRANT SELECT ON fence_stats, fence_status TO PUBLIC;
 
 --
 -- The counter's histories (token.c, "Histories").  Before the first token
--- after a restart, a promotion, a restore or an upgrade, the counter moves
--- past what any earlier or other history can have issued.  This sequence
--- holds a hash of the history (the server's system identifier, timeline and
--- postmaster start) that last moved it.  It is logged, so a standby and a
--- restart see it, and dumped with the counter: a restored database holds
--- its source's history, never its own, and its first claim moves the
--- counter.  Nobody but fence reads or writes it.
+-- after a restart, a crash, a promotion, a restore or an upgrade, the
+-- counter moves past what any earlier or other history can have issued.
+-- This sequence holds a hash of the history (the server's system
+-- identifier, timeline and postmaster start) that last moved it.  It is
+-- unlogged: crash recovery, even one the postmaster runs without
+-- restarting (restart_after_crash), and a promotion reset it, so the first
+-- claim after either finds no history recorded and moves the counter.  It
+-- is dumped with the counter, so a restored database holds its source's
+-- history, never its own.  Nobody but fence reads or writes it.
 --
-CREATE SEQUENCE fence_token_history AS pg_catalog.int8 MINVALUE 1 NO CYCLE;
+CREATE UNLOGGED SEQUENCE fence_token_history AS pg_catalog.int8 MINVALUE 1 NO CYCLE;
 REVOKE ALL ON SEQUENCE fence_token_history FROM PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('fence_token_history', '');
 -- A new counter has issued nothing: its first claim, in this history, need

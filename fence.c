@@ -314,10 +314,10 @@ fence_catalog_build(Oid fn_oid)
 	fence_cat.token_seq_owner = fence_relation_owner(fence_cat.token_seq_relid);
 	/* (absent in the objects of 1.0, until ALTER EXTENSION fence UPDATE) */
 	fence_cat.token_history_relid = get_relname_relid("fence_token_history", nspid);
-	/* ... and only a logged sequence replicates, and survives a crash */
+	/* ... and only an unlogged sequence forgets its history in a crash */
 	if (OidIsValid(fence_cat.token_history_relid) &&
 		(get_rel_relkind(fence_cat.token_history_relid) != RELKIND_SEQUENCE ||
-		 get_rel_persistence(fence_cat.token_history_relid) != RELPERSISTENCE_PERMANENT))
+		 get_rel_persistence(fence_cat.token_history_relid) != RELPERSISTENCE_UNLOGGED))
 		fence_cat.token_history_relid = InvalidOid;
 	if (OidIsValid(fence_cat.token_history_relid))
 		fence_cat.token_history_owner = fence_relation_owner(fence_cat.token_history_relid);

@@ -194,8 +194,12 @@ token_unlock_job(const char *job)
  *
  * So fence orders histories by what can be stated, not by the number.  A
  * history is the counter's run on one server (its system identifier), on
- * one timeline, since one start of its postmaster; fence_token_history, a
- * logged sequence, holds a hash of the history that last moved the counter.
+ * one timeline, since one start of its postmaster or one crash recovery;
+ * fence_token_history holds a hash of the history that last moved the
+ * counter.  It is an unlogged sequence: crash recovery resets it, even one
+ * the postmaster runs without restarting (restart_after_crash keeps
+ * PgStartTime), and so does a promotion, and a reset sequence records no
+ * history.
  * Before the first token of any other history the counter moves to
  *
  *	 max(counter + FENCE_CRASH_GAP, clock_floor(now + 2 * fence.max_clock_skew))
