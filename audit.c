@@ -175,7 +175,7 @@ event_consequence(const char *fn)
 		return "new partitions and children of protected tables are not protected";
 	if (strcmp(fn, "fence_sql_drop") == 0)
 		return "drops of protected tables are neither recorded nor removed from fence_protected";
-	return "column type changes that rewrite a protected table are not refused";
+	return "rewrites that compute values in a protected table (a change of column type, SET EXPRESSION) are not refused";
 }
 
 static void

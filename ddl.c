@@ -20,7 +20,7 @@
  * from the catalog, that every relation the command touched is still
  * intact (intact.c): what the start could not foresee is refused there.
  * sql_drop forgets dropped relations; table_rewrite refuses a rewrite
- * that converts stored values.
+ * that computes values (a change of type, SET EXPRESSION, a volatile default).
  *
  * PostgreSQL quirks designed around, the same on 15 to 19: DETACH drops
  * the cloned guard without an sql_drop event (ddl_command_end puts it
@@ -1215,15 +1215,24 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The rewrites that copy every row as it is: SET LOGGED (SET UNLOGGED was
+ * refused at the start) and SET ACCESS METHOD.  Every other reason writes
+ * values no token checked into every row, and so does a reason a later
+ * major adds, until it is known.
+ */
+#define REWRITE_COPIES_ROWS (AT_REWRITE_ALTER_PERSISTENCE | AT_REWRITE_ACCESS_METHOD)
+
+/*
  * fence_table_rewrite() returns event_trigger
  *
- * ALTER TABLE is about to rewrite a protected table.  A rewrite because a
- * column changes type converts every stored value with no token (numeric
- * rounds, timestamp loses its time): refused unless declared.  Other
- * rewrites (a volatile default for a new column, SET LOGGED, SET ACCESS
- * METHOD) change no stored value and go through; SET UNLOGGED was refused
- * at the start.  A change of type that needs no rewrite (varchar(10) to
- * varchar(20)) never gets here.
+ * ALTER TABLE is about to rewrite a protected table.  A rewrite that
+ * computes values writes every row with no token: a change of column type
+ * converts each stored value (numeric rounds, timestamp loses its time),
+ * SET EXPRESSION (17+) computes a generated column again, and a volatile
+ * default or a stored generated column fills a new one.  Refused unless
+ * declared, whatever the reason; a rewrite that copies the rows as they are
+ * (REWRITE_COPIES_ROWS) goes through.  A change of type that needs no
+ * rewrite (varchar(10) to varchar(20)) never gets here.
  */
 Datum
 fence_table_rewrite(PG_FUNCTION_ARGS)
@@ -1231,6 +1240,7 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 	FenceCatalog *cat;
 	Oid			relid;
 	int			reason;
+	const char *command;
 
 	check_called_as_event_trigger(fcinfo, "fence_table_rewrite");
 	if (in_fence_script() || fence_internal_ddl_active())
@@ -1239,18 +1249,27 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 												 (Datum) 0));
 	reason = DatumGetInt32(DirectFunctionCall1(pg_event_trigger_table_rewrite_reason,
 											   (Datum) 0));
-	if ((reason & AT_REWRITE_COLUMN_REWRITE) == 0)
+	if ((reason & ~REWRITE_COPIES_ROWS) == 0)
 		PG_RETURN_VOID();
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	if (!fence_protected_lookup(cat, relid, NULL))
+		PG_RETURN_VOID();
 
 	/*
 	 * A partitioned table is rewritten partition by partition: a declaration
 	 * on a table above the partition covers it, as at the end of the command.
 	 */
-	if (fence_protected_lookup(cat, relid, NULL) &&
-		!declared_in_tree(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table"))
-		fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table",
+	command = (reason & AT_REWRITE_COLUMN_REWRITE) ?
+		"ALTER COLUMN ... TYPE that rewrites the table" :
+		"ALTER TABLE that computes new values for every row";
+	if (declared_in_tree(cat, relid, command))
+		PG_RETURN_VOID();
+	if (reason & AT_REWRITE_COLUMN_REWRITE)
+		fence_ddl_refuse(cat, relid, command,
 						 "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
+	else
+		fence_ddl_refuse(cat, relid, command,
+						 "The rewrite writes values that no fencing token checked into every row: a generation expression's (SET EXPRESSION), or a new column's volatile default.");
 	PG_RETURN_VOID();
 }
 
