@@ -1047,19 +1047,20 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		}
 
 		/*
-		 * A relation the command did not touch itself is read under a lock
-		 * only if one can be had at once: waiting for it here, under the
-		 * command's own locks, could deadlock with DDL on a sibling or a
-		 * parent.  Whoever holds a conflicting lock is running DDL on it, and
-		 * the end of that command checks it.
+		 * Every relation is read from the catalog as it is now, and none is
+		 * locked (intact.c needs no lock, as fence_audit shows).  Waiting for
+		 * a lock here, under the command's own locks, could deadlock with DDL
+		 * on a sibling or a parent; and a check that read a relation only if
+		 * a lock could be had at once would be switched off by anyone who
+		 * queues for it (on 15, a queued LOCK TABLE makes the conditional
+		 * request fail even though this command already holds the relation).
+		 * The catalog shows this command's own changes; another session's
+		 * uncommitted DDL of the relation is checked at the end of its own
+		 * command.
 		 */
-		if (list_member_oid(touched, relid) ||
-			ConditionalLockRelationOid(relid, AccessShareLock))
-		{
-			problem = fence_rel_broken(cat, relid, &reg);
-			if (problem != NULL)
-				refuse_broken(cat, relid, command, problem);
-		}
+		problem = fence_rel_broken(cat, relid, &reg);
+		if (problem != NULL)
+			refuse_broken(cat, relid, command, problem);
 		/* its direct children: registered alike (each is in todo itself) */
 		foreach(clc, find_inheritance_children(relid, NoLock))
 		{
