@@ -749,9 +749,9 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
  * A query of the relations in pg_event_trigger_ddl_commands(): the tables a
  * command created or altered (COMMAND_TABLES), or every relation it touched
  * (COMMAND_TOUCHED): those, and the relations of the triggers, defaults,
- * constraints and rules it created or altered.  Not read-only: the
- * command's own catalog rows must be visible, and the active snapshot
- * predates them.
+ * constraints and rules it created or altered, and the composite types it
+ * altered.  Not read-only: the command's own catalog rows must be visible,
+ * and the active snapshot predates them.
  */
 #define COMMAND_TABLES \
 	"SELECT DISTINCT c.objid" \
@@ -770,6 +770,8 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 	"     FROM pg_catalog.pg_constraint k WHERE k.oid OPERATOR(pg_catalog.=) c.objid)" \
 	"   WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN (SELECT w.ev_class" \
 	"     FROM pg_catalog.pg_rewrite w WHERE w.oid OPERATOR(pg_catalog.=) c.objid)" \
+	"   WHEN 'pg_catalog.pg_type'::pg_catalog.regclass THEN (SELECT y.typrelid" \
+	"     FROM pg_catalog.pg_type y WHERE y.oid OPERATOR(pg_catalog.=) c.objid)" \
 	"   END AS relid" \
 	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c) r" \
 	" WHERE r.relid IS NOT NULL AND r.relid OPERATOR(pg_catalog.<>) 0"
@@ -935,6 +937,27 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
 					 reg.form == FENCE_FORM_AFTER ? ", form => 'after'" : "")));
 }
 
+/* The typed tables of a composite type (CREATE TABLE ... OF typid). */
+static List *
+typed_tables_of(Oid typid)
+{
+	Relation	classrel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *result = NIL;
+
+	/* pg_class has no index on reloftype: as find_typed_table_dependencies */
+	ScanKeyInit(&key, Anum_pg_class_reloftype, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(typid));
+	scan = systable_beginscan(classrel, InvalidOid, false, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		result = lappend_oid(result, ((Form_pg_class) GETSTRUCT(tup))->oid);
+	systable_endscan(scan);
+	table_close(classrel, AccessShareLock);
+	return result;
+}
+
 /*
  * The end of every DDL command: every protected relation the command
  * touched, in the tree of anything it touched, must still be intact
@@ -946,11 +969,11 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
  * command.
  *
  * What it reads: the relations of pg_event_trigger_ddl_commands() (and of
- * the triggers, defaults, constraints and rules in it), those sql_drop saw
- * lose a trigger, and the tables an ALTER TABLE attached, detached or
- * inherited; then everything above and below each of them, for a command
- * on a parent recurses into its children and a child's change is its
- * parent tree's.  On a database that protects nothing, nothing is read.
+ * the triggers, defaults, constraints and rules in it), the typed tables
+ * of the composite types in it, those sql_drop saw lose a trigger, and the
+ * tables an ALTER TABLE attached, detached or inherited; then everything
+ * above and below each of them, for a command on a parent recurses into
+ * its children and a child's change is its parent tree's.  On a database that protects nothing, nothing is read.
  */
 static void
 check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
@@ -990,6 +1013,21 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 				touched = list_append_unique_oid(touched, other);
 		}
 	}
+
+	/*
+	 * ALTER TYPE ... CASCADE changes the columns of every typed table of a
+	 * composite type (CREATE TABLE ... OF), which the command reports only as
+	 * the type: its typed tables are touched too.
+	 */
+	todo = NIL;
+	foreach(lc, touched)
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		if (get_rel_relkind(relid) == RELKIND_COMPOSITE_TYPE)
+			todo = list_concat(todo, typed_tables_of(get_rel_type_id(relid)));
+	}
+	touched = list_concat_unique_oid(touched, todo);
 
 	/* Each touched relation, what is above it and what is below it, once. */
 	todo = NIL;
