@@ -12,9 +12,10 @@
  * renaming or replacing fence's triggers, rewriting values (ALTER COLUMN
  * ... TYPE ... USING), changing the epoch column, rules, SET UNLOGGED,
  * bringing unchecked rows in (ATTACH, INHERIT), triggers planted by a role
- * that does not own the table, DROP EXTENSION while anything is protected,
- * and ALTER SEQUENCE of the token counter.  Event triggers fire for
- * superusers too, so the refusals hold for every role.
+ * that does not own the table, DROP EXTENSION (or DROP OWNED BY fence's
+ * owner) while anything is protected, and ALTER SEQUENCE of the token
+ * counter.  Event triggers fire for superusers too, so the refusals hold
+ * for every role.
  *
  * ddl_command_end keeps protection with the data (follow.c), then checks,
  * from the catalog, that every relation the command touched is still
@@ -25,8 +26,9 @@
  * PostgreSQL quirks designed around, the same on 15 to 19: DETACH drops
  * the cloned guard without an sql_drop event (ddl_command_end puts it
  * back); sql_drop can no longer read a dropped trigger's row (the drop is
- * refused at the start instead); DROP EXTENSION fires only fence's own
- * ddl_command_start (so that is where it is refused).
+ * refused at the start instead); DROP EXTENSION, and DROP OWNED BY its
+ * owner, fire only fence's own ddl_command_start (the rest of fence's
+ * event triggers are gone by then, so that is where they are refused).
  *
  * A declaration (fence_allow_ddl for a transaction, the superuser setting
  * fence.allow_ddl for a session) lets the refused DDL of a protected table
@@ -48,6 +50,8 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_inherits.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
@@ -66,6 +70,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/acl.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -642,6 +647,74 @@ check_drop(FenceCatalog *cat, DropStmt *stmt)
 	}
 }
 
+/*
+ * The owner of extension fence, and of the schema it lives in: DROP OWNED BY
+ * either drops fence (its schema with everything in it), whatever else the
+ * role owns.
+ */
+static void
+fence_owners(FenceCatalog *cat, Oid *extowner, Oid *nspowner)
+{
+	Relation	extrel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	*extowner = InvalidOid;
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("fence"));
+	scan = systable_beginscan(extrel, ExtensionNameIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		*extowner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(extrel, AccessShareLock);
+
+	*nspowner = InvalidOid;
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(cat->nspid));
+	if (HeapTupleIsValid(tup))
+	{
+		*nspowner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+		ReleaseSysCache(tup);
+	}
+}
+
+/*
+ * DROP OWNED BY the owner of fence, or of its schema, drops fence with every
+ * guard and the counter, as DROP EXTENSION fence would: refused the same
+ * way while anything is protected.  (Like DROP EXTENSION, it drops fence's
+ * own event triggers, so that no later event of the command fires: this is
+ * the one place where it can be refused.)
+ */
+static void
+check_drop_owned(FenceCatalog *cat, DropOwnedStmt *stmt)
+{
+	Oid			extowner;
+	Oid			nspowner;
+	ListCell   *lc;
+
+	if (!fence_protected_any(cat))
+		return;
+	fence_owners(cat, &extowner, &nspowner);
+	foreach(lc, stmt->roles)
+	{
+		RoleSpec   *spec = (RoleSpec *) lfirst(lc);
+		Oid			roleid = get_rolespec_oid(spec, true);
+
+		if (!OidIsValid(roleid) || (roleid != extowner && roleid != nspowner))
+			continue;
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
+				 errmsg("cannot drop the objects owned by role \"%s\" while tables are protected",
+						GetUserNameFromId(roleid, false)),
+				 roleid == extowner ?
+				 errdetail("The role owns extension fence: dropping its objects would drop every guard, and the token counter.") :
+				 errdetail("The role owns schema \"%s\", which holds extension fence: dropping its objects would drop every guard, and the token counter.",
+						   cat->nspname),
+				 errhint("Give the role's objects to another role first (REASSIGN OWNED BY %s TO ...), or run fence_unprotect() on each table in fence_protected.",
+						 quote_identifier(GetUserNameFromId(roleid, false)))));
+	}
+}
+
 static void
 check_create_table(FenceCatalog *cat, CreateStmt *stmt)
 {
@@ -683,6 +756,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 		case T_RenameStmt:
 		case T_CreateTrigStmt:
 		case T_DropStmt:
+		case T_DropOwnedStmt:
 		case T_RuleStmt:
 		case T_CreateStmt:
 		case T_CreateSchemaStmt:
@@ -707,6 +781,9 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 			break;
 		case T_DropStmt:
 			check_drop(cat, (DropStmt *) parsetree);
+			break;
+		case T_DropOwnedStmt:
+			check_drop_owned(cat, (DropOwnedStmt *) parsetree);
 			break;
 		case T_RuleStmt:
 			{
