@@ -602,6 +602,11 @@ report_findings(Report *r, Member *m, const char *protect_fix)
 				else
 					problem = pstrdup("no TRUNCATE refusal (zz_fence_truncate): TRUNCATE empties the table");
 				break;
+			case FENCE_FOUND_RULE:
+				problem = psprintf("it has rule \"%s\": a DO INSTEAD rule turns a write into one the guard never sees, and the writer is told it succeeded",
+								   f->name);
+				fix = psprintf("Run DROP RULE %s ON %s.", quote_identifier(f->name), relname);
+				break;
 			case FENCE_FOUND_UPDATING_FKEY:
 				problem = psprintf("its foreign key \"%s\" updates its rows by itself (ON UPDATE CASCADE, SET NULL or SET DEFAULT, or ON DELETE SET NULL or SET DEFAULT), and such an UPDATE cannot carry a token: the after form does not check it",
 								   f->name);
