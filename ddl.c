@@ -92,6 +92,8 @@ bool		fence_allow_ddl_setting = false;
  */
 static List *drop_touched = NIL;
 
+static List *command_oids(SPIPlanPtr *plan, const char *query);
+
 
 /*
  * Is fence's own install or update script running?  Only fence's: another
@@ -853,6 +855,12 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c) r" \
 	" WHERE r.relid IS NOT NULL AND r.relid OPERATOR(pg_catalog.<>) 0"
 
+/* The triggers a command created or altered, CREATE TRIGGER's say. */
+#define COMMAND_TRIGGERS \
+	"SELECT DISTINCT c.objid" \
+	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c" \
+	" WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::pg_catalog.regclass"
+
 /*
  * A query of the event trigger's, planned once per backend: a kept plan,
  * which the plan cache replans when a catalog it reads changes.
@@ -880,8 +888,15 @@ fence_ddl_command_relids(bool touched)
 {
 	static SPIPlanPtr tables_plan = NULL;
 	static SPIPlanPtr touched_plan = NULL;
-	SPIPlanPtr *plan = touched ? &touched_plan : &tables_plan;
-	const char *query = touched ? COMMAND_TOUCHED : COMMAND_TABLES;
+
+	return touched ? command_oids(&touched_plan, COMMAND_TOUCHED) :
+		command_oids(&tables_plan, COMMAND_TABLES);
+}
+
+/* The OIDs a query of the command's objects returns. */
+static List *
+command_oids(SPIPlanPtr *plan, const char *query)
+{
 	MemoryContext callercxt = CurrentMemoryContext;
 	List	   *relids = NIL;
 	uint64		i;
@@ -1014,6 +1029,70 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
 					 reg.form == FENCE_FORM_AFTER ? ", form => 'after'" : "")));
 }
 
+/*
+ * The trigger tgoid was cloned from (CREATE TRIGGER on a partitioned table
+ * gives each partition a clone), or InvalidOid.
+ */
+static Oid
+trigger_parent(Oid tgoid)
+{
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			parent = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(tgoid));
+	scan = systable_beginscan(tgrel, TriggerOidIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		parent = ((Form_pg_trigger) GETSTRUCT(tup))->tgparentid;
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return parent;
+}
+
+/*
+ * The triggers the command created or altered (created), and their clones,
+ * may be left on a protected relation only by a role that may manage it,
+ * as check_create_trigger requires of a CREATE TRIGGER that names it: a
+ * BEFORE trigger runs before the guard and can change the row.  CREATE
+ * TRIGGER on a partitioned table clones the trigger onto every partition
+ * with no check of the partition's owner, so a role with TRIGGER on an
+ * unprotected parent reached its protected partitions.
+ */
+static void
+check_command_triggers(FenceCatalog *cat, Oid relid, List *created,
+					   const char *command)
+{
+	ListCell   *lc;
+
+	if (created == NIL || fence_may_manage(relid))
+		return;
+	foreach(lc, fence_rel_triggers(relid))
+	{
+		FenceTrigger *t = (FenceTrigger *) lfirst(lc);
+		Oid			tg;
+
+		/* this trigger, or one it was cloned from, at any level */
+		for (tg = t->oid; OidIsValid(tg); tg = trigger_parent(tg))
+		{
+			if (list_member_oid(created, tg))
+			{
+				fence_ddl_refuse_with(cat, relid, command,
+									  psprintf("cannot create trigger \"%s\" on protected table \"%s\"",
+											   t->name, fence_rel_display_name(relid)),
+									  tg == t->oid ?
+									  "Only the table's owner or a superuser may create triggers on a protected table: "
+									  "a BEFORE trigger runs before the guard's check and can change the row." :
+									  "The command would clone it from a partitioned table above it; only the table's owner or a superuser may create triggers on a protected table: "
+									  "a BEFORE trigger runs before the guard's check and can change the row.");
+				break;
+			}
+		}
+	}
+}
+
 /* The typed tables of a composite type (CREATE TABLE ... OF typid). */
 static List *
 typed_tables_of(Oid typid)
@@ -1060,6 +1139,8 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 	ListCell   *lc;
 	bool		event_triggers_checked = false;
 	char	   *event_problem = NULL;
+	static SPIPlanPtr triggers_plan = NULL;
+	List	   *created;
 
 	if (!fence_protected_any(cat))
 	{
@@ -1067,6 +1148,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		return;
 	}
 	touched = fence_ddl_command_relids(true);
+	created = command_oids(&triggers_plan, COMMAND_TRIGGERS);
 	foreach(lc, drop_touched)
 		touched = list_append_unique_oid(touched, lfirst_oid(lc));
 	drop_touched = NIL;
@@ -1173,6 +1255,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		 * uncommitted DDL of the relation is checked at the end of its own
 		 * command.
 		 */
+		check_command_triggers(cat, relid, created, command);
 		problem = fence_rel_broken(cat, relid, &reg);
 		if (problem != NULL)
 			refuse_broken(cat, relid, command, problem);
