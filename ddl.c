@@ -21,7 +21,8 @@
  * from the catalog, that every relation the command touched is still
  * intact (intact.c): what the start could not foresee is refused there.
  * sql_drop forgets dropped relations; table_rewrite refuses a rewrite
- * that computes values (a change of type, SET EXPRESSION, a volatile default).
+ * that computes values (a change of type, SET EXPRESSION, a volatile
+ * default).
  *
  * PostgreSQL quirks designed around, the same on 15 to 19: DETACH drops
  * the cloned guard without an sql_drop event (ddl_command_end puts it
@@ -51,8 +52,8 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
-#include "catalog/pg_namespace.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
@@ -65,12 +66,12 @@
 #include "parser/parse_func.h"
 #include "parser/parse_type.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
-#include "utils/acl.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
@@ -1057,9 +1058,10 @@ trigger_parent(Oid tgoid)
  * may be left on a protected relation only by a role that may manage it,
  * as check_create_trigger requires of a CREATE TRIGGER that names it: a
  * BEFORE trigger runs before the guard and can change the row.  CREATE
- * TRIGGER on a partitioned table clones the trigger onto every partition
- * with no check of the partition's owner, so a role with TRIGGER on an
- * unprotected parent reached its protected partitions.
+ * TRIGGER on a partitioned table clones the trigger onto every partition,
+ * checking the TRIGGER privilege on each but not who owns it, so a role
+ * with TRIGGER on an unprotected parent and its partitions reached a
+ * protected one.
  */
 static void
 check_command_triggers(FenceCatalog *cat, Oid relid, List *created,
@@ -1129,7 +1131,8 @@ typed_tables_of(Oid typid)
  * of the composite types in it, those sql_drop saw lose a trigger, and the
  * tables an ALTER TABLE attached, detached or inherited; then everything
  * above and below each of them, for a command on a parent recurses into
- * its children and a child's change is its parent tree's.  On a database that protects nothing, nothing is read.
+ * its children and a child's change is its parent tree's.  On a database
+ * that protects nothing, nothing is read.
  */
 static void
 check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
