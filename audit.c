@@ -20,7 +20,9 @@
  * partitions and children that are not registered, BEFORE ROW triggers
  * that sort after the guard (every write they fire for fails) or before it
  * (they run before its check: a warning, except for known-harmless built-in
- * functions), TRIGGER held by a role that does not own the table, and with
+ * functions), triggers cloned from a table outside the tree whose owner
+ * does not own the member, TRIGGER held by a role that does not own the
+ * table, and with
  * scan_rows, stored epochs above the last token issued.
  *
  * The relations checked are those in fence_protected that exist, and every
@@ -175,7 +177,7 @@ event_consequence(const char *fn)
 		return "new partitions and children of protected tables are not protected";
 	if (strcmp(fn, "fence_sql_drop") == 0)
 		return "drops of protected tables are neither recorded nor removed from fence_protected";
-	return "column type changes that rewrite a protected table are not refused";
+	return "rewrites that compute values in a protected table (a change of column type, SET EXPRESSION) are not refused";
 }
 
 static void
@@ -602,6 +604,11 @@ report_findings(Report *r, Member *m, const char *protect_fix)
 				else
 					problem = pstrdup("no TRUNCATE refusal (zz_fence_truncate): TRUNCATE empties the table");
 				break;
+			case FENCE_FOUND_RULE:
+				problem = psprintf("it has rule \"%s\": a DO INSTEAD rule turns a write into one the guard never sees, and the writer is told it succeeded",
+								   f->name);
+				fix = psprintf("Run DROP RULE %s ON %s.", quote_identifier(f->name), relname);
+				break;
 			case FENCE_FOUND_UPDATING_FKEY:
 				problem = psprintf("its foreign key \"%s\" updates its rows by itself (ON UPDATE CASCADE, SET NULL or SET DEFAULT, or ON DELETE SET NULL or SET DEFAULT), and such an UPDATE cannot carry a token: the after form does not check it",
 								   f->name);
@@ -722,6 +729,65 @@ report_trigger_order(Report *r, Member *m)
 					 psprintf("BEFORE ROW trigger \"%s\" (%s) fires before the fence guard: it runs before the check and can change the row",
 							  o->name, format_procedure(o->fnoid)),
 					 "If it need not change the row, make it an AFTER trigger; otherwise make sure it cannot change the epoch column or write elsewhere with no token checked.");
+		}
+	}
+}
+
+/*
+ * Triggers cloned onto a member from a partitioned table outside the
+ * protected tree whose owner may not manage the member: that role (and any
+ * role with TRIGGER on its table) can replace the trigger, and the
+ * member's owner cannot drop it.  (One cloned from a table of the same
+ * owner is that owner's, and reported only as any other trigger is.)
+ */
+static void
+report_foreign_clones(Report *r, Member *m)
+{
+	Oid			owner = fence_rel_owner(m->relid);
+	ListCell   *lc;
+
+	foreach(lc, fence_rel_triggers(m->relid))
+	{
+		FenceTrigger *t = (FenceTrigger *) lfirst(lc);
+		Oid			parent = t->parentid;
+
+		while (OidIsValid(parent))
+		{
+			Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+			ScanKeyData key;
+			SysScanDesc scan;
+			HeapTuple	tup;
+			Oid			from = InvalidOid;
+			Oid			next = InvalidOid;
+
+			ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber,
+						F_OIDEQ, ObjectIdGetDatum(parent));
+			scan = systable_beginscan(tgrel, TriggerOidIndexId, true, NULL, 1, &key);
+			if (HeapTupleIsValid(tup = systable_getnext(scan)))
+			{
+				from = ((Form_pg_trigger) GETSTRUCT(tup))->tgrelid;
+				next = ((Form_pg_trigger) GETSTRUCT(tup))->tgparentid;
+			}
+			systable_endscan(scan);
+			table_close(tgrel, AccessShareLock);
+			if (!OidIsValid(from))
+				break;
+			if (!is_member(r, from))
+			{
+				Oid			from_owner = fence_rel_owner(from);
+
+				if (!superuser_arg(from_owner) && !has_privs_of_role(from_owner, owner))
+					emit(r, "error", m->relid,
+						 psprintf("trigger \"%s\" (%s) is cloned from table %s, outside the protected tree, whose owner %s does not own this table: that role can replace it, and this table's owner cannot drop it",
+								  t->name, format_procedure(t->fnoid),
+								  fence_rel_display_name(from),
+								  quote_identifier(GetUserNameFromId(from_owner, false))),
+						 psprintf("Drop trigger %s on %s, or detach %s from it.",
+								  quote_identifier(t->name), fence_rel_display_name(from),
+								  fence_rel_display_name(m->relid)));
+				break;
+			}
+			parent = next;
 		}
 	}
 }
@@ -929,6 +995,7 @@ fence_audit_report(PG_FUNCTION_ARGS)
 				 protect_fix);
 
 		report_trigger_order(&r, m);
+		report_foreign_clones(&r, m);
 		report_trigger_grants(&r, m);
 		if (scan_rows)
 			report_scan(&r, m, last_issued, have_last);

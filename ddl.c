@@ -12,21 +12,24 @@
  * renaming or replacing fence's triggers, rewriting values (ALTER COLUMN
  * ... TYPE ... USING), changing the epoch column, rules, SET UNLOGGED,
  * bringing unchecked rows in (ATTACH, INHERIT), triggers planted by a role
- * that does not own the table, DROP EXTENSION while anything is protected,
- * and ALTER SEQUENCE of the token counter.  Event triggers fire for
- * superusers too, so the refusals hold for every role.
+ * that does not own the table, DROP EXTENSION (or DROP OWNED BY fence's
+ * owner) while anything is protected, and ALTER SEQUENCE of the token
+ * counter.  Event triggers fire for superusers too, so the refusals hold
+ * for every role.
  *
  * ddl_command_end keeps protection with the data (follow.c), then checks,
  * from the catalog, that every relation the command touched is still
  * intact (intact.c): what the start could not foresee is refused there.
  * sql_drop forgets dropped relations; table_rewrite refuses a rewrite
- * that converts stored values.
+ * that computes values (a change of type, SET EXPRESSION, a volatile
+ * default).
  *
  * PostgreSQL quirks designed around, the same on 15 to 19: DETACH drops
  * the cloned guard without an sql_drop event (ddl_command_end puts it
  * back); sql_drop can no longer read a dropped trigger's row (the drop is
- * refused at the start instead); DROP EXTENSION fires only fence's own
- * ddl_command_start (so that is where it is refused).
+ * refused at the start instead); DROP EXTENSION, and DROP OWNED BY its
+ * owner, fire only fence's own ddl_command_start (the rest of fence's
+ * event triggers are gone by then, so that is where they are refused).
  *
  * A declaration (fence_allow_ddl for a transaction, the superuser setting
  * fence.allow_ddl for a session) lets the refused DDL of a protected table
@@ -48,7 +51,9 @@
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/event_trigger.h"
@@ -61,6 +66,7 @@
 #include "parser/parse_func.h"
 #include "parser/parse_type.h"
 #include "storage/lmgr.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/fmgrprotos.h"
@@ -86,6 +92,8 @@ bool		fence_allow_ddl_setting = false;
  * it (drop_touched_reset).
  */
 static List *drop_touched = NIL;
+
+static List *command_oids(SPIPlanPtr *plan, const char *query);
 
 
 /*
@@ -642,6 +650,74 @@ check_drop(FenceCatalog *cat, DropStmt *stmt)
 	}
 }
 
+/*
+ * The owner of extension fence, and of the schema it lives in: DROP OWNED BY
+ * either drops fence (its schema with everything in it), whatever else the
+ * role owns.
+ */
+static void
+fence_owners(FenceCatalog *cat, Oid *extowner, Oid *nspowner)
+{
+	Relation	extrel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	*extowner = InvalidOid;
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("fence"));
+	scan = systable_beginscan(extrel, ExtensionNameIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		*extowner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(extrel, AccessShareLock);
+
+	*nspowner = InvalidOid;
+	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(cat->nspid));
+	if (HeapTupleIsValid(tup))
+	{
+		*nspowner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+		ReleaseSysCache(tup);
+	}
+}
+
+/*
+ * DROP OWNED BY the owner of fence, or of its schema, drops fence with every
+ * guard and the counter, as DROP EXTENSION fence would: refused the same
+ * way while anything is protected.  (Like DROP EXTENSION, it drops fence's
+ * own event triggers, so that no later event of the command fires: this is
+ * the one place where it can be refused.)
+ */
+static void
+check_drop_owned(FenceCatalog *cat, DropOwnedStmt *stmt)
+{
+	Oid			extowner;
+	Oid			nspowner;
+	ListCell   *lc;
+
+	if (!fence_protected_any(cat))
+		return;
+	fence_owners(cat, &extowner, &nspowner);
+	foreach(lc, stmt->roles)
+	{
+		RoleSpec   *spec = (RoleSpec *) lfirst(lc);
+		Oid			roleid = get_rolespec_oid(spec, true);
+
+		if (!OidIsValid(roleid) || (roleid != extowner && roleid != nspowner))
+			continue;
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_OPERATION_REFUSED)),
+				 errmsg("cannot drop the objects owned by role \"%s\" while tables are protected",
+						GetUserNameFromId(roleid, false)),
+				 roleid == extowner ?
+				 errdetail("The role owns extension fence: dropping its objects would drop every guard, and the token counter.") :
+				 errdetail("The role owns schema \"%s\", which holds extension fence: dropping its objects would drop every guard, and the token counter.",
+						   cat->nspname),
+				 errhint("Give the role's objects to another role first (REASSIGN OWNED BY %s TO ...), or run fence_unprotect() on each table in fence_protected.",
+						 quote_identifier(GetUserNameFromId(roleid, false)))));
+	}
+}
+
 static void
 check_create_table(FenceCatalog *cat, CreateStmt *stmt)
 {
@@ -683,6 +759,7 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 		case T_RenameStmt:
 		case T_CreateTrigStmt:
 		case T_DropStmt:
+		case T_DropOwnedStmt:
 		case T_RuleStmt:
 		case T_CreateStmt:
 		case T_CreateSchemaStmt:
@@ -707,6 +784,9 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 			break;
 		case T_DropStmt:
 			check_drop(cat, (DropStmt *) parsetree);
+			break;
+		case T_DropOwnedStmt:
+			check_drop_owned(cat, (DropOwnedStmt *) parsetree);
 			break;
 		case T_RuleStmt:
 			{
@@ -749,9 +829,9 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
  * A query of the relations in pg_event_trigger_ddl_commands(): the tables a
  * command created or altered (COMMAND_TABLES), or every relation it touched
  * (COMMAND_TOUCHED): those, and the relations of the triggers, defaults,
- * constraints and rules it created or altered.  Not read-only: the
- * command's own catalog rows must be visible, and the active snapshot
- * predates them.
+ * constraints and rules it created or altered, and the composite types it
+ * altered.  Not read-only: the command's own catalog rows must be visible,
+ * and the active snapshot predates them.
  */
 #define COMMAND_TABLES \
 	"SELECT DISTINCT c.objid" \
@@ -770,9 +850,17 @@ fence_ddl_command_start(PG_FUNCTION_ARGS)
 	"     FROM pg_catalog.pg_constraint k WHERE k.oid OPERATOR(pg_catalog.=) c.objid)" \
 	"   WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN (SELECT w.ev_class" \
 	"     FROM pg_catalog.pg_rewrite w WHERE w.oid OPERATOR(pg_catalog.=) c.objid)" \
+	"   WHEN 'pg_catalog.pg_type'::pg_catalog.regclass THEN (SELECT y.typrelid" \
+	"     FROM pg_catalog.pg_type y WHERE y.oid OPERATOR(pg_catalog.=) c.objid)" \
 	"   END AS relid" \
 	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c) r" \
 	" WHERE r.relid IS NOT NULL AND r.relid OPERATOR(pg_catalog.<>) 0"
+
+/* The triggers a command created or altered, CREATE TRIGGER's say. */
+#define COMMAND_TRIGGERS \
+	"SELECT DISTINCT c.objid" \
+	"  FROM pg_catalog.pg_event_trigger_ddl_commands() c" \
+	" WHERE c.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_trigger'::pg_catalog.regclass"
 
 /*
  * A query of the event trigger's, planned once per backend: a kept plan,
@@ -801,8 +889,15 @@ fence_ddl_command_relids(bool touched)
 {
 	static SPIPlanPtr tables_plan = NULL;
 	static SPIPlanPtr touched_plan = NULL;
-	SPIPlanPtr *plan = touched ? &touched_plan : &tables_plan;
-	const char *query = touched ? COMMAND_TOUCHED : COMMAND_TABLES;
+
+	return touched ? command_oids(&touched_plan, COMMAND_TOUCHED) :
+		command_oids(&tables_plan, COMMAND_TABLES);
+}
+
+/* The OIDs a query of the command's objects returns. */
+static List *
+command_oids(SPIPlanPtr *plan, const char *query)
+{
 	MemoryContext callercxt = CurrentMemoryContext;
 	List	   *relids = NIL;
 	uint64		i;
@@ -936,6 +1031,92 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
 }
 
 /*
+ * The trigger tgoid was cloned from (CREATE TRIGGER on a partitioned table
+ * gives each partition a clone), or InvalidOid.
+ */
+static Oid
+trigger_parent(Oid tgoid)
+{
+	Relation	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			parent = InvalidOid;
+
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(tgoid));
+	scan = systable_beginscan(tgrel, TriggerOidIndexId, true, NULL, 1, &key);
+	if (HeapTupleIsValid(tup = systable_getnext(scan)))
+		parent = ((Form_pg_trigger) GETSTRUCT(tup))->tgparentid;
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+	return parent;
+}
+
+/*
+ * The triggers the command created or altered (created), and their clones,
+ * may be left on a protected relation only by a role that may manage it,
+ * as check_create_trigger requires of a CREATE TRIGGER that names it: a
+ * BEFORE trigger runs before the guard and can change the row.  CREATE
+ * TRIGGER on a partitioned table clones the trigger onto every partition,
+ * checking the TRIGGER privilege on each but not who owns it, so a role
+ * with TRIGGER on an unprotected parent and its partitions reached a
+ * protected one.
+ */
+static void
+check_command_triggers(FenceCatalog *cat, Oid relid, List *created,
+					   const char *command)
+{
+	ListCell   *lc;
+
+	if (created == NIL || fence_may_manage(relid))
+		return;
+	foreach(lc, fence_rel_triggers(relid))
+	{
+		FenceTrigger *t = (FenceTrigger *) lfirst(lc);
+		Oid			tg;
+
+		/* this trigger, or one it was cloned from, at any level */
+		for (tg = t->oid; OidIsValid(tg); tg = trigger_parent(tg))
+		{
+			if (list_member_oid(created, tg))
+			{
+				fence_ddl_refuse_with(cat, relid, command,
+									  psprintf("cannot create trigger \"%s\" on protected table \"%s\"",
+											   t->name, fence_rel_display_name(relid)),
+									  tg == t->oid ?
+									  "Only the table's owner or a superuser may create triggers on a protected table: "
+									  "a BEFORE trigger runs before the guard's check and can change the row." :
+									  "The command would clone it from a partitioned table above it; only the table's owner or a superuser may create triggers on a protected table: "
+									  "a BEFORE trigger runs before the guard's check and can change the row.");
+				break;
+			}
+		}
+	}
+}
+
+/* The typed tables of a composite type (CREATE TABLE ... OF typid). */
+static List *
+typed_tables_of(Oid typid)
+{
+	Relation	classrel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	List	   *result = NIL;
+
+	/* pg_class has no index on reloftype: as find_typed_table_dependencies */
+	ScanKeyInit(&key, Anum_pg_class_reloftype, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(typid));
+	scan = systable_beginscan(classrel, InvalidOid, false, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		result = lappend_oid(result, ((Form_pg_class) GETSTRUCT(tup))->oid);
+	systable_endscan(scan);
+	table_close(classrel, AccessShareLock);
+	return result;
+}
+
+/*
  * The end of every DDL command: every protected relation the command
  * touched, in the tree of anything it touched, must still be intact
  * (intact.c), or the whole command is rolled back.  This is the guarantee;
@@ -946,11 +1127,12 @@ refuse_broken(FenceCatalog *cat, Oid relid, const char *command,
  * command.
  *
  * What it reads: the relations of pg_event_trigger_ddl_commands() (and of
- * the triggers, defaults, constraints and rules in it), those sql_drop saw
- * lose a trigger, and the tables an ALTER TABLE attached, detached or
- * inherited; then everything above and below each of them, for a command
- * on a parent recurses into its children and a child's change is its
- * parent tree's.  On a database that protects nothing, nothing is read.
+ * the triggers, defaults, constraints and rules in it), the typed tables
+ * of the composite types in it, those sql_drop saw lose a trigger, and the
+ * tables an ALTER TABLE attached, detached or inherited; then everything
+ * above and below each of them, for a command on a parent recurses into
+ * its children and a child's change is its parent tree's.  On a database
+ * that protects nothing, nothing is read.
  */
 static void
 check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
@@ -960,6 +1142,8 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 	ListCell   *lc;
 	bool		event_triggers_checked = false;
 	char	   *event_problem = NULL;
+	static SPIPlanPtr triggers_plan = NULL;
+	List	   *created;
 
 	if (!fence_protected_any(cat))
 	{
@@ -967,6 +1151,7 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		return;
 	}
 	touched = fence_ddl_command_relids(true);
+	created = command_oids(&triggers_plan, COMMAND_TRIGGERS);
 	foreach(lc, drop_touched)
 		touched = list_append_unique_oid(touched, lfirst_oid(lc));
 	drop_touched = NIL;
@@ -990,6 +1175,21 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 				touched = list_append_unique_oid(touched, other);
 		}
 	}
+
+	/*
+	 * ALTER TYPE ... CASCADE changes the columns of every typed table of a
+	 * composite type (CREATE TABLE ... OF), which the command reports only as
+	 * the type: its typed tables are touched too.
+	 */
+	todo = NIL;
+	foreach(lc, touched)
+	{
+		Oid			relid = lfirst_oid(lc);
+
+		if (get_rel_relkind(relid) == RELKIND_COMPOSITE_TYPE)
+			todo = list_concat(todo, typed_tables_of(get_rel_type_id(relid)));
+	}
+	touched = list_concat_unique_oid(touched, todo);
 
 	/* Each touched relation, what is above it and what is below it, once. */
 	todo = NIL;
@@ -1047,19 +1247,21 @@ check_intact_at_end(FenceCatalog *cat, Node *parsetree, const char *command)
 		}
 
 		/*
-		 * A relation the command did not touch itself is read under a lock
-		 * only if one can be had at once: waiting for it here, under the
-		 * command's own locks, could deadlock with DDL on a sibling or a
-		 * parent.  Whoever holds a conflicting lock is running DDL on it, and
-		 * the end of that command checks it.
+		 * Every relation is read from the catalog as it is now, and none is
+		 * locked (intact.c needs no lock, as fence_audit shows).  Waiting for
+		 * a lock here, under the command's own locks, could deadlock with DDL
+		 * on a sibling or a parent; and a check that read a relation only if
+		 * a lock could be had at once would be switched off by anyone who
+		 * queues for it (on 15, a queued LOCK TABLE makes the conditional
+		 * request fail even though this command already holds the relation).
+		 * The catalog shows this command's own changes; another session's
+		 * uncommitted DDL of the relation is checked at the end of its own
+		 * command.
 		 */
-		if (list_member_oid(touched, relid) ||
-			ConditionalLockRelationOid(relid, AccessShareLock))
-		{
-			problem = fence_rel_broken(cat, relid, &reg);
-			if (problem != NULL)
-				refuse_broken(cat, relid, command, problem);
-		}
+		check_command_triggers(cat, relid, created, command);
+		problem = fence_rel_broken(cat, relid, &reg);
+		if (problem != NULL)
+			refuse_broken(cat, relid, command, problem);
 		/* its direct children: registered alike (each is in todo itself) */
 		foreach(clc, find_inheritance_children(relid, NoLock))
 		{
@@ -1215,15 +1417,24 @@ fence_sql_drop(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The rewrites that copy every row as it is: SET LOGGED (SET UNLOGGED was
+ * refused at the start) and SET ACCESS METHOD.  Every other reason writes
+ * values no token checked into every row, and so does a reason a later
+ * major adds, until it is known.
+ */
+#define REWRITE_COPIES_ROWS (AT_REWRITE_ALTER_PERSISTENCE | AT_REWRITE_ACCESS_METHOD)
+
+/*
  * fence_table_rewrite() returns event_trigger
  *
- * ALTER TABLE is about to rewrite a protected table.  A rewrite because a
- * column changes type converts every stored value with no token (numeric
- * rounds, timestamp loses its time): refused unless declared.  Other
- * rewrites (a volatile default for a new column, SET LOGGED, SET ACCESS
- * METHOD) change no stored value and go through; SET UNLOGGED was refused
- * at the start.  A change of type that needs no rewrite (varchar(10) to
- * varchar(20)) never gets here.
+ * ALTER TABLE is about to rewrite a protected table.  A rewrite that
+ * computes values writes every row with no token: a change of column type
+ * converts each stored value (numeric rounds, timestamp loses its time),
+ * SET EXPRESSION (17+) computes a generated column again, and a volatile
+ * default or a stored generated column fills a new one.  Refused unless
+ * declared, whatever the reason; a rewrite that copies the rows as they are
+ * (REWRITE_COPIES_ROWS) goes through.  A change of type that needs no
+ * rewrite (varchar(10) to varchar(20)) never gets here.
  */
 Datum
 fence_table_rewrite(PG_FUNCTION_ARGS)
@@ -1231,6 +1442,7 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 	FenceCatalog *cat;
 	Oid			relid;
 	int			reason;
+	const char *command;
 
 	check_called_as_event_trigger(fcinfo, "fence_table_rewrite");
 	if (in_fence_script() || fence_internal_ddl_active())
@@ -1239,12 +1451,27 @@ fence_table_rewrite(PG_FUNCTION_ARGS)
 												 (Datum) 0));
 	reason = DatumGetInt32(DirectFunctionCall1(pg_event_trigger_table_rewrite_reason,
 											   (Datum) 0));
-	if ((reason & AT_REWRITE_COLUMN_REWRITE) == 0)
+	if ((reason & ~REWRITE_COPIES_ROWS) == 0)
 		PG_RETURN_VOID();
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	if (fence_protected_lookup(cat, relid, NULL))
-		fence_ddl_refuse(cat, relid, "ALTER COLUMN ... TYPE that rewrites the table",
+	if (!fence_protected_lookup(cat, relid, NULL))
+		PG_RETURN_VOID();
+
+	/*
+	 * A partitioned table is rewritten partition by partition: a declaration
+	 * on a table above the partition covers it, as at the end of the command.
+	 */
+	command = (reason & AT_REWRITE_COLUMN_REWRITE) ?
+		"ALTER COLUMN ... TYPE that rewrites the table" :
+		"ALTER TABLE that computes new values for every row";
+	if (declared_in_tree(cat, relid, command))
+		PG_RETURN_VOID();
+	if (reason & AT_REWRITE_COLUMN_REWRITE)
+		fence_ddl_refuse(cat, relid, command,
 						 "Every stored value of the column is converted without a fencing token, and a conversion can change it.");
+	else
+		fence_ddl_refuse(cat, relid, command,
+						 "The rewrite writes values that no fencing token checked into every row: a generation expression's (SET EXPRESSION), or a new column's volatile default.");
 	PG_RETURN_VOID();
 }
 

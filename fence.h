@@ -397,6 +397,8 @@ typedef enum FenceFindingKind
 	FENCE_FOUND_NO_TRUNCATE,
 	/* the after form */
 	FENCE_FOUND_UPDATING_FKEY,	/* foreign key: name */
+	/* its rules */
+	FENCE_FOUND_RULE,			/* a rule: name */
 	/* the tree: member is the partition or child */
 	FENCE_FOUND_MEMBER_UNREGISTERED,
 	FENCE_FOUND_MEMBER_DIFFERS,
@@ -432,7 +434,7 @@ typedef struct FenceFinding
 	FenceTrigger *trigger;		/* trigger findings: the trigger */
 	const char *want;			/* trigger findings: the name fence gives it */
 	FenceRegistration reg;		/* the registry's column, mode and form */
-	const char *name;			/* foreign key, extension, event trigger */
+	const char *name;			/* foreign key, rule, extension, event trigger */
 	Oid			member;			/* member findings: the partition or child */
 	FenceRegistration mreg;		/* FENCE_FOUND_MEMBER_DIFFERS: its own row */
 	const char *event;			/* event findings: the event it should be on */

@@ -25,6 +25,9 @@
  *	- in the after form, no foreign key updates its rows by itself (ON
  *	  UPDATE CASCADE, SET NULL or SET DEFAULT): such an UPDATE cannot write
  *	  a token into the epoch column, so the after form cannot check it;
+ *	- it has no rule: a DO INSTEAD rule turns a write into one the guard
+ *	  never sees (and the writer is told it succeeded), and any other rule
+ *	  adds writes that run as the table's owner;
  *	- every partition and inheritance child, at every level, is registered
  *	  with the same column, mode and form, and is intact itself;
  *	- fence's four event triggers exist, each on its event, unfiltered and
@@ -32,7 +35,8 @@
  *	  checks them once per command that touches a protected relation).
  *
  * The checks read the catalogs as they are now (pg_class, pg_attribute,
- * pg_attrdef, pg_trigger, pg_constraint, pg_depend, pg_event_trigger), and
+ * pg_attrdef, pg_trigger, pg_constraint, pg_rewrite, pg_depend,
+ * pg_event_trigger), and
  * lock no relation: ddl.c calls them after its command has done its work
  * under its own locks, protect.c under fence_protect's, and fence_audit
  * (audit.c), which any role may run, under none.  Each way in which a
@@ -63,6 +67,7 @@
 #include "catalog/pg_event_trigger.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_inherits.h"
+#include "catalog/pg_rewrite.h"
 #include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/extension.h"
@@ -493,14 +498,33 @@ updating_fkey_findings(List **findings, Oid relid, const FenceRegistration *reg)
 	table_close(conrel, AccessShareLock);
 }
 
+/* The relation's rules, in name order, appended to *findings. */
+static void
+rule_findings(List **findings, Oid relid, const FenceRegistration *reg)
+{
+	Relation	rwrel = table_open(RewriteRelationId, AccessShareLock);
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	ScanKeyInit(&key, Anum_pg_rewrite_ev_class, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rwrel, RewriteRelRulenameIndexId, true, NULL, 1, &key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+		add_finding(findings, FENCE_FOUND_RULE, relid, reg)->name =
+			pstrdup(NameStr(((Form_pg_rewrite) GETSTRUCT(tup))->rulename));
+	systable_endscan(scan);
+	table_close(rwrel, AccessShareLock);
+}
+
 /*
  * Everything that keeps one relation, protected as reg says, from being
  * intact on its own (its tree: fence_member_finding), in the order of the
  * definition: the relation, its epoch column, its triggers in name order
  * (for each: its form, its firing state, its dependency on an extension),
- * the triggers it lacks, the after form's foreign keys.  NIL when it is
- * intact, or no longer exists.  Read from the catalogs, under whatever
- * locks the caller holds.
+ * the triggers it lacks, the after form's foreign keys, its rules.  NIL
+ * when it is intact, or no longer exists.  Read from the catalogs, under
+ * whatever locks the caller holds.
  */
 List *
 fence_rel_findings(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
@@ -613,6 +637,7 @@ fence_rel_findings(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
 		add_finding(&findings, FENCE_FOUND_NO_TRUNCATE, relid, reg);
 	if (after)
 		updating_fkey_findings(&findings, relid, reg);
+	rule_findings(&findings, relid, reg);
 	return findings;
 }
 
@@ -887,6 +912,9 @@ fence_finding_detail(FenceFinding *f)
 			return psprintf("it has no trigger \"%s\": TRUNCATE empties it", FENCE_TRUNCATE_TRIGGER);
 		case FENCE_FOUND_UPDATING_FKEY:
 			return psprintf("its foreign key \"%s\" updates its rows by itself (a cascade cannot write a token into the epoch column), which the after form cannot check",
+							f->name);
+		case FENCE_FOUND_RULE:
+			return psprintf("it has rule \"%s\": a rule can turn a write into one the guard never sees",
 							f->name);
 		case FENCE_FOUND_MEMBER_UNREGISTERED:
 			return psprintf("its %s \"%s\" is not registered in fence_protected",
