@@ -355,7 +355,7 @@ token_move_for_history(FenceCatalog *cat, TimeLineID tl, bool recorded)
 	by_clock = clock_floor(now_ms + 2 * skew);
 	token_move_counter(cat, Max(by_count, by_clock),
 					   psprintf("A new history of the counter begins (%s, timeline %u): it moves %s, above every token an earlier history or, with clocks within fence.max_clock_skew (%d ms) of each other, any other server can have issued.",
-								recorded ? "a restart, promotion, restore or upgrade" : "none recorded: a new database, a restore, or the update from 1.0",
+								recorded ? "another recorded: a restart, a restore or an upgrade" : "none recorded: a crash, a promotion, a new database, a restore or the update from 1.0",
 								tl,
 								by_count >= by_clock ?
 								psprintf("a crash gap (" INT64_FORMAT ") above the counter", FENCE_CRASH_GAP) :

@@ -25,6 +25,21 @@
 # must agree in each form, and the after form's tables must have taken
 # acknowledged commits.
 #
+# Every restart begins a new history of the counter (token.c, "Histories"):
+# before its first token the counter moves to max(counter + 2^20,
+# clock_floor(now + 2 * fence.max_clock_skew)), clock_floor(ms) being the
+# milliseconds since 2000-01-01 shifted left by 10, and no token is handed
+# out above clock_floor(now): the first claim waits for the clock to pass
+# its token.  At the end, the move itself: a crash moves the counter at
+# least a gap and at least to the clock floor plus twice the skew, logged
+# once and recorded in fence_audit_log; with the counter put ahead of the
+# clock by hand the count term dominates and the move is exactly the gap
+# (and the claim warns that the counter is ahead of the clock); a clean
+# restart moves the counter too, as fence cannot tell a clean restart from
+# the start of a copy of the data directory; and a crash that the
+# postmaster survives (a backend killed, restart_after_crash = on) must
+# move the counter as well.
+#
 # FENCE_SOAK=1: many more rounds.  FENCE_FORMS=after (or before) runs one
 # form only.
 
@@ -87,6 +102,47 @@ $count{$_} = 0 for qw(crashes tokens commits lost_commits in_doubt in_doubt_comm
 $count{"commits $_"} = 0 for @forms;    # acknowledged, of every kind
 
 sub q1 { return $node->safe_psql('postgres', $_[0]); }
+
+# the clock's reading in milliseconds since 2000-01-01; its floor in tokens
+# is that << 10 (token.c, clock_floor)
+my $CLOCK_MS_SQL = q{(floor(extract(epoch from clock_timestamp() - timestamptz '2000-01-01 00:00:00+00') * 1000))::bigint};
+
+# fence.max_clock_skew in milliseconds (the GUC exists once fence is loaded)
+sub skew_ms
+{
+	return q1(q{LOAD 'fence'; SELECT (extract(epoch from current_setting('fence.max_clock_skew')::interval) * 1000)::bigint});
+}
+
+# one session: the clock floor, a claim, the clock after it returned;
+# returns (floor before, token, ms after, stderr)
+sub claim_clocked
+{
+	my ($job) = @_;
+	my ($out, $err) = ('', '');
+	$node->psql('postgres',
+		"SELECT $CLOCK_MS_SQL << 10;\nSELECT fence_claim('$job', '1 min');\nSELECT $CLOCK_MS_SQL;",
+		stdout => \$out, stderr => \$err, on_error_die => 1);
+	my @v = split /\n/, $out;
+	die "claim of $job returned <$out> <$err>" unless @v == 3 && !grep { !/^\d+$/ } @v;
+	return (@v, $err);
+}
+
+sub counter_moves { return q1(q{SELECT count(*) FROM fence_audit_log WHERE action = 'counter_move'}); }
+
+# the last counter_move: (detail, reason)
+sub last_move
+{
+	return split /\t/, q1(q{SELECT detail || E'\t' || reason FROM fence_audit_log
+	                        WHERE action = 'counter_move' ORDER BY id DESC LIMIT 1});
+}
+
+# LOG lines "fence moved its token counter" in the log from $offset on
+sub moved_lines
+{
+	my ($offset) = @_;
+	return scalar(grep { /fence moved its token counter/ }
+		  split /\n/, substr(slurp_file($node->logfile), $offset));
+}
 
 for my $round (1 .. $rounds)
 {
@@ -242,10 +298,15 @@ for my $round (1 .. $rounds)
 # nextval() writes a WAL record, which only a commit or a WAL write makes
 # durable.  A client that claims inside a transaction sees its token before
 # that commit; a crash then must not let the counter hand it out again.
+# The client claims once before the checkpoint: a backend's first token is
+# always flushed (token.c, crash gaps, rule 2: a backend starts knowing no
+# token durable, and every token since a move is more than a gap above 0),
+# so only a later one, unflushed, tests the move.
 for my $i (1 .. (soak() ? 10 : 3))
 {
-	$node->safe_psql('postgres', 'CHECKPOINT');
 	my $u = FenceTest::Client->new($node, 'U');
+	$u->run_ok("SELECT fence_claim('open-first-$i', '1 min');");
+	$node->safe_psql('postgres', 'CHECKPOINT');
 	my $tok = $u->run_ok("BEGIN;\nSELECT fence_claim('open-$i', '1 min');");
 	$node->stop('immediate');
 	$count{crashes}++;
@@ -259,8 +320,8 @@ for my $i (1 .. (soak() ? 10 : 3))
 
 # The twin of the narrow case, without fence: a plain sequence read the
 # same way hands the same value out again after the crash.  This is what
-# fence's crash gap (token.c) is there for: the token above was not flushed
-# either, and the counter moved past it when the server came back.
+# the move at a new history (token.c) is there for: the token above was not
+# flushed either, and the counter moved past it when the server came back.
 $node->safe_psql('postgres', 'CREATE SEQUENCE plain_counter');
 q1("SELECT nextval('plain_counter')");
 for my $i (1 .. (soak() ? 10 : 3))
@@ -277,37 +338,115 @@ for my $i (1 .. (soak() ? 10 : 3))
 		"twin: a plain sequence's value seen in an open transaction ($val) is handed out again after a crash ($next)");
 }
 
-# The gap itself: a crash moves the counter 2^20 above what recovery
-# restored, recorded in the log and in fence_audit_log; a clean restart
-# moves it not at all, as a clean shutdown loses no WAL.
+# The move itself (token.c, "Histories").  A restart begins a new history:
+# before its first token the counter moves to max(counter + 2^20,
+# clock_floor(now + 2 * fence.max_clock_skew)), and no token leaves above
+# clock_floor(now), so the first claim waits for the clock to pass it.
 {
 	my $gap = 2**20;
+	my $skew = skew_ms();
+	my $skew_tokens = (2 * $skew) << 10;    # twice the skew, in tokens
+
+	# a crash: at least a gap, and at least the clock floor plus twice the
+	# skew; logged once, recorded once
 	my $before = q1("SELECT fence_claim('gap-probe-1', '1 min')");
 	my $offset = -s $node->logfile;
+	my $moves0 = counter_moves();
 	$node->stop('immediate');
 	$count{crashes}++;
 	$node->start;
-	my $after = q1("SELECT fence_claim('gap-probe-2', '1 min')");
-	cmp_ok($after, '>', $before + $gap - 64,
-		"a crash moves the counter a gap up ($before, then $after)");
-	cmp_ok($after, '<=', $before + $gap + 64, '... and no more');
-	ok($node->log_contains('DETAIL:  The server restarted after a crash', $offset),
-		'... and says so in the log');
-	my $moved = q1(q{SELECT detail FROM fence_audit_log
-	                 WHERE action = 'counter_move' AND reason LIKE 'The server restarted after a crash%'
-	                 ORDER BY id DESC LIMIT 1});
-	like($moved, qr/^from (\d+) to (\d+)$/, '... and in fence_audit_log');
+	my ($floor, $after, $ms_after) = claim_clocked('gap-probe-2');
+	cmp_ok($after, '>', $before + $gap,
+		"a crash moves the counter at least a gap up ($before, then $after)");
+	cmp_ok($after, '>', $floor + $skew_tokens,
+		"... and past the clock floor read before the claim ($floor) plus twice fence.max_clock_skew ($skew ms)");
+	cmp_ok($after >> 10, '<=', $ms_after,
+		"... and the claim returned only once the clock ($ms_after ms) had passed its token");
+	is(moved_lines($offset), 1, '... the move is logged once ("fence moved its token counter")');
+	ok($node->log_contains(qr/DETAIL:  A new history of the counter begins \(/, $offset),
+		'... with its reason ("A new history of the counter begins (")');
+	is(counter_moves() - $moves0, 1, '... and recorded once in fence_audit_log');
+	my ($moved, $reason) = last_move();
+	like($moved, qr/^from (\d+) to (\d+)$/, "... as 'from X to Y' ($moved)");
 	my ($from, $to) = $moved =~ /^from (\d+) to (\d+)$/;
-	is($to - $from, $gap, "... by exactly the gap ($moved)");
+	cmp_ok($from // 0, '>=', $before, '... from the restored counter, at or above the last token before the crash');
+	is($to, $after - 1, '... to just below the first token after it');
+	like($reason, qr/^A new history of the counter begins \(/, "... its reason: $reason");
 	my $more = q1("SELECT fence_claim('gap-probe-3', '1 min')");
 	is($more, $after + 1, 'a second claim after the crash takes the next token');
+	is(counter_moves() - $moves0, 1, '... and moves nothing');
 
+	# a clean restart begins a new history too: fence cannot tell it from
+	# the start of a copy of the data directory (a snapshot, a backup) whose
+	# original may have issued past it
+	$offset = -s $node->logfile;
+	$moves0 = counter_moves();
 	$node->restart;
-	my $clean = q1("SELECT fence_claim('gap-probe-4', '1 min')");
-	is($clean, $more + 1, 'a clean restart takes no gap: the next token is the next value');
+	my ($floor_c, $clean, $ms_c) = claim_clocked('gap-probe-4');
+	cmp_ok($clean, '>', $more + $gap,
+		"a clean restart moves the counter at least a gap ($more, then $clean): fence cannot tell a clean restart from the start of a copy of the data directory");
+	cmp_ok($clean, '>', $floor_c + $skew_tokens,
+		"... and past the clock floor read before the claim ($floor_c) plus twice the skew");
+	cmp_ok($clean >> 10, '<=', $ms_c, "... and the claim returned only once the clock ($ms_c ms) had passed its token");
+	is(moved_lines($offset), 1, '... logged once');
+	is(counter_moves() - $moves0, 1, '... and recorded once in fence_audit_log');
+	($moved, $reason) = last_move();
+	like($reason, qr/^A new history of the counter begins \(/, "... with its reason ($reason)");
+
+	# the count term alone: the counter put ahead of the clock by hand (60 s),
+	# then a crash.  The next token is exactly that + 2^20 + 1, and the claim,
+	# too far ahead of the clock to wait for it, warns.
+	my $ahead = q1("SELECT setval('fence_token_seq', ($CLOCK_MS_SQL + 60000) << 10)");
+	$offset = -s $node->logfile;
+	$moves0 = counter_moves();
+	$node->stop('immediate');
+	$count{crashes}++;
+	$node->start;
+	my ($floor_x, $exact, $ms_x, $err_x) = claim_clocked('gap-probe-5');
+	is($exact, $ahead + $gap + 1,
+		"with the counter ahead of the clock ($ahead), a crash moves it by exactly the gap ($exact)");
+	like($err_x, qr/WARNING:.*fence's token counter is ahead of this server's clock/,
+		'... and the claim warns that the counter is ahead of the clock');
+	is(counter_moves() - $moves0, 1, '... recorded once');
+	($moved, $reason) = last_move();
+	is($moved, "from $ahead to " . ($ahead + $gap), "... from the counter to a gap above it ($moved)");
+	like($reason, qr/a crash gap \(1048576\) above the counter/, '... and the reason says the gap decided');
+	is(moved_lines($offset), 1, '... logged once');
 }
 
 ok(!$node->log_contains('terminated by signal'), 'no backend crashed on its own');
+
+# A crash the postmaster survives: a backend dies (here: killed), and with
+# restart_after_crash = on (PostgreSQL's default) the postmaster ends every
+# other backend, runs crash recovery and accepts connections again, without
+# a new start.  The WAL it had not written is lost as in any crash, so the
+# counter must move before its next token as after a restart: the narrow
+# case above, with the backend killed instead of the server stopped.
+$node->append_conf('postgresql.conf', 'restart_after_crash = on');
+$node->reload;
+for my $i (1 .. (soak() ? 5 : 2))
+{
+	my $offset = -s $node->logfile;
+	my $started = q1('SELECT pg_postmaster_start_time()');
+	my $u = FenceTest::Client->new($node, 'K');
+	my $pid = $u->run_ok('SELECT pg_backend_pid();');
+	$u->run_ok("SELECT fence_claim('killed-first-$i', '1 min');");
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	my $tok = $u->run_ok("BEGIN;\nSELECT fence_claim('killed-open-$i', '1 min');");
+	kill 'KILL', $pid;
+	$count{crashes}++;
+	$u->quit;
+	$node->poll_query_until('postgres', 'SELECT true')
+	  or die 'the server did not come back after the backend was killed';
+	ok($node->log_contains('all server processes terminated; reinitializing', $offset),
+		"backend killed ($i): the postmaster ran crash recovery");
+	is(q1('SELECT pg_postmaster_start_time()'), $started, '... without a new start');
+	my $next = q1("SELECT fence_claim('after-killed-$i', '1 min')");
+	cmp_ok($next, '>', $tok,
+		"... and the token seen in an open transaction ($tok) is not issued again after it ($next)")
+	  or $count{below_max}++;
+	is(moved_lines($offset), 1, '... the counter moved (logged once)');
+}
 for my $form (@forms)
 {
 	cmp_ok($count{"commits $form"}, '>', 0,

@@ -1,12 +1,19 @@
 # Copyright (c) 2026, the fence authors
 
-# Failover and restore: tokens stay ordered across timelines, and
-# fence_advance() repairs what fence cannot detect.
+# Failover and restore: tokens stay ordered across promotions, restarts
+# and restores, and fence_advance() repairs what fence cannot detect.
 #
-# Tokens issued on timeline T lie in [(T - 1) * 2^40, T * 2^40).  The first
-# claim on a timeline whose range is above the counter moves the counter to
-# the range's start (LOG "fence moved its token counter ...", audit action
-# counter_move); a counter already in its range continues.
+# A history of the counter is its run on one server (system identifier),
+# one timeline, since one start of the postmaster (token.c, "Histories").
+# Before the first token of any other history -- a promotion, a restart
+# (clean or not), a restore -- the counter moves to max(counter + 2^20,
+# clock_floor(now + 2 * fence.max_clock_skew)), clock_floor(ms) being the
+# milliseconds since 2000-01-01 shifted left by 10 (LOG "fence moved its
+# token counter ...", audit action counter_move, once per history); and no
+# token leaves above clock_floor(now): the first claim after a move
+# returns only once the clock has passed its token.  A counter made by
+# CREATE EXTENSION in this history and never used does not move (its
+# tokens start at 1).  There is no range and no end of one.
 #
 # 1. A primary and an async standby.  The standby is caught up, then
 #    stopped: it lags.  On the primary, clients claim jobs and write rows
@@ -14,29 +21,42 @@
 #    The primary is stopped in immediate mode and the standby promoted
 #    (timeline 2).  The lag is real: the new primary has none of the lagged
 #    claims and its counter is below the largest token a client saw.  Its
-#    first token is in timeline 2's range and above every token a client
-#    saw, and so is every later one; no token is issued twice.  Every stale
+#    first token is above every token a client saw and above the clock
+#    floor read before it plus twice the skew, and the claim returns only
+#    once the clock has passed it; so is every later one above what any
+#    client saw; no token is issued twice.  Every stale
 #    holder's write (each lagged token, the open transaction's token) is
 #    refused with 5F001 or 5F004, and the new holders' writes land.  The
 #    move is logged once and recorded once in fence_audit_log.
-#    (In 1.0 the promoted standby's counter continued from its replayed
+#    fence_advance(margin) on the promoted node moves the counter to the
+#    largest of the counter, fence_claims and every stored epoch, plus the
+#    margin.  (In 1.0 the promoted standby's counter continued from its replayed
 #    value and handed the lagged tokens out again, to other holders.)
 # 2. A second failover before the move reached the next standby: a standby
 #    made from a base backup of the new primary taken before its first
 #    claim, then stopped; claims on timeline 2; the new primary stops in
 #    immediate mode and the second standby is promoted (timeline 3).  Its
-#    counter is still below timeline 2's range; its first token is in
-#    timeline 3's range, above every token seen on timelines 1 and 2; stale
-#    holders of both are refused.  After a clean restart the counter just
-#    continues (no second move).
+#    counter is still below timeline 2's first token, and nothing in it can
+#    tell what timeline 2 issued: only the clock's term covers it.  Its
+#    first token is above every token seen on timelines 1 and 2 and above
+#    the clock floor plus twice the skew; stale holders of both are
+#    refused.  A clean restart begins a new history and moves the counter
+#    again (fence cannot tell a clean restart from the start of a copy of
+#    the data directory): logged and recorded once more.
 # 3. fence_advance(): two protected tables (strict, and shared with the
 #    larger epochs) loaded with pg_dump -t into a fresh database with a
 #    fresh fence hold epochs above its counter.  A guarded write meets an
 #    epoch "from the future": 5F002 naming fence_advance().  A non-superuser
-#    gets 42501.  fence_advance() moves the counter past every stored epoch
-#    of every protected table plus the margin (2^32), records the move, and
-#    never moves the counter back or out of the timeline's range; then new
-#    claims write, and the source's old tokens are refused.
+#    gets 42501; a negative or NULL margin 22023.  The fresh counter's
+#    first claim moves nothing (made in this history, never used).
+#    fence_advance() moves the counter to the largest stored epoch of every
+#    protected table plus the margin (by default 2^20, one crash gap),
+#    exactly, and records the move; then new claims write, and the source's
+#    old tokens are refused.  The counter never moves back
+#    (fence_advance(0) with the counter above everything moves nothing),
+#    and the margin always counts: 2^40 moves the counter 2^40 above
+#    itself, as no range ends; a counter that far ahead of the clock is
+#    issued from at once, with a WARNING.
 #
 # On a standby fence_claim, fence_renew, fence_release, the *_any functions
 # and fence_prune fail with 25006, saying why.
@@ -55,8 +75,8 @@ use Test::More;
 use Time::HiRes qw(time);
 
 my $t0 = time;
-my $R = 2**40;              # tokens per timeline
-my $MARGIN = 2**32;         # fence_advance's default margin
+my $GAP = 2**20;            # the crash gap: the count term of a move
+my $MARGIN = 2**20;         # fence_advance's default margin: one crash gap
 
 # fault-test ports: offset 6.  The nodes listen on unix sockets only (in
 # this test's own directory), so the standbys' ports need only differ from
@@ -125,6 +145,32 @@ sub counter_moves
 {
 	my ($node, $db) = @_;
 	return q1($node, q{SELECT count(*) FROM fence_audit_log WHERE action = 'counter_move'}, $db);
+}
+
+# the clock's reading in milliseconds since 2000-01-01 (its floor in tokens
+# is that << 10)
+my $CLOCK_MS_SQL = q{(floor(extract(epoch from clock_timestamp() - timestamptz '2000-01-01 00:00:00+00') * 1000))::bigint};
+
+# fence.max_clock_skew, in tokens: twice the skew << 10 (the GUC exists
+# once fence is loaded)
+sub two_skews
+{
+	my ($node) = @_;
+	my $ms = q1($node, q{LOAD 'fence'; SELECT (extract(epoch from current_setting('fence.max_clock_skew')::interval) * 1000)::bigint});
+	return ((2 * $ms) << 10, $ms);
+}
+
+# in one session: the clock floor, the claim of one job, the clock after it
+# returned; returns (floor before, token, ms after, stderr)
+sub claim_clocked
+{
+	my ($node, $db, $holder, $job) = @_;
+	my ($out, $err) = ('', '');
+	$node->psql($db, "SELECT $CLOCK_MS_SQL << 10;\nSELECT fence_claim('$job', '1 hour', '$holder');\nSELECT $CLOCK_MS_SQL;",
+		stdout => \$out, stderr => \$err, on_error_die => 1);
+	my @v = split /\n/, $out;
+	die "claim of $job in $db returned <$out> <$err>" unless @v == 3 && !grep { !/^\d+$/ } @v;
+	return (@v, $err);
 }
 
 sub max_of { my $m = 0; $_ > $m and $m = $_ for @_; return $m; }
@@ -239,14 +285,19 @@ $standby2->stop;
 # ---------------------------------------------------------------------------
 # timeline 2: the first claim
 
-my ($n1) = claim_all($standby1, 'new-worker', 'job-1');
-cmp_ok($n1, '>=', $R, "first token on timeline 2 ($n1) is in its range (>= 2^40)");
-cmp_ok($n1, '<', 2 * $R, '... and below timeline 3\'s range');
-cmp_ok($n1, '>', $max_seen1, "... and above every token a client saw on timeline 1 ($max_seen1)");
+my ($two_skews, $skew_ms) = two_skews($standby1);
+my ($floor1, $n1, $ms1) = claim_clocked($standby1, 'postgres', 'new-worker', 'job-1');
+cmp_ok($n1, '>', $max_seen1, "first token on timeline 2 ($n1) is above every token a client saw on timeline 1 ($max_seen1)");
+cmp_ok($n1, '>', $floor1 + $two_skews,
+	"... and above the clock floor read before the claim ($floor1) plus twice fence.max_clock_skew ($skew_ms ms)");
+cmp_ok($n1 >> 10, '<=', $ms1, "... and the claim returned only once the clock ($ms1 ms) had passed its token");
 ok($standby1->log_contains($moved_re), 'the move is logged ("fence moved its token counter")');
 is(counter_moves($standby1), 1, 'the move is recorded in fence_audit_log (counter_move)');
-note('audit: ' . q1($standby1, q{SELECT format('%s %s %s', role, detail, reason)
-                                   FROM fence_audit_log WHERE action = 'counter_move'}));
+my ($move1, $reason1) = split /\t/, q1($standby1,
+	q{SELECT detail || E'\t' || reason FROM fence_audit_log WHERE action = 'counter_move'});
+is($move1, "from $counter_at_promotion to " . ($n1 - 1),
+	"... from the replayed counter to just below the first token ($move1)");
+like($reason1, qr/^A new history of the counter begins \(/, "... with its reason ($reason1)");
 
 # every other job claimed again, from several backends
 my @n = ($n1);
@@ -296,6 +347,27 @@ like(sqlstate($standby1,
 is(q1($standby1, q{SELECT count(*) FROM results WHERE value = 'stale'}), 0,
 	'no stale write landed');
 
+# fence_advance on the promoted node: the largest of the counter, the
+# registry and every stored epoch, plus the margin, which always counts.  A
+# margin of one gap (about a second of the clock) is waited out by the next
+# claim, not warned about.
+{
+	my $highest = q1($standby1, q{SELECT greatest((SELECT last_value FROM fence_token_seq),
+	                                              (SELECT max(token) FROM fence_claims),
+	                                              (SELECT max(writer_epoch) FROM results))});
+	my $moves0 = counter_moves($standby1);
+	my $adv = q1($standby1, "SELECT fence_advance($GAP)");
+	is($adv, $highest + $GAP, "promoted node: fence_advance(2^20) moves the counter to the largest token or epoch ($highest) plus the margin ($adv)");
+	is(counter($standby1), $adv, '... which is the counter\'s last value');
+	is(counter_moves($standby1) - $moves0, 1, '... recorded (counter_move)');
+	my ($fl, $t, $ms, $e) = claim_clocked($standby1, 'postgres', 'new-worker', 'after-advance');
+	is($t, $adv + 1, "... the next claim takes the next token ($t): the same history, no move");
+	cmp_ok($t >> 10, '<=', $ms, "... and returns only once the clock ($ms ms) has passed it");
+	unlike($e, qr/WARNING/, '... without a warning: a gap ahead of the clock is waited out');
+	push @n, $t;
+	$seen{$t} = 'timeline 2';
+}
+
 # ---------------------------------------------------------------------------
 # 2. timeline 2 issues and writes more, and an open transaction claims;
 # then the second failover, to the standby that saw none of timeline 2's
@@ -315,14 +387,16 @@ $standby2->start;
 $standby2->promote;
 is(timeline($standby2), 3, 'the promoted standby 2 is on timeline 3');
 my $c2 = counter($standby2);
-cmp_ok($c2, '<', $R, "its counter ($c2) never reached timeline 2's range: the move was lost");
-is(q1($standby2, "SELECT count(*) FROM fence_claims WHERE token >= $R"), 0,
+cmp_ok($c2, '<', $n1, "its counter ($c2) is below timeline 2's first token ($n1): the move was lost");
+cmp_ok($c2 + $GAP, '<', $max_seen2, '... and a gap above it is below what timeline 2 issued: only the clock\'s term covers that');
+is(q1($standby2, "SELECT count(*) FROM fence_claims WHERE token >= $n1"), 0,
 	'... and it has none of timeline 2\'s claims');
 
-my ($m1) = claim_all($standby2, 'tl3-worker', 'job-1');
-cmp_ok($m1, '>=', 2 * $R, "first token on timeline 3 ($m1) is in its range (>= 2 * 2^40)");
-cmp_ok($m1, '<', 3 * $R, '... and below timeline 4\'s range');
-cmp_ok($m1, '>', $max_seen2, "... and above every token seen on timeline 2 ($max_seen2)");
+my ($floor3, $m1, $ms3) = claim_clocked($standby2, 'postgres', 'tl3-worker', 'job-1');
+cmp_ok($m1, '>', $max_seen2, "first token on timeline 3 ($m1) is above every token seen on timeline 2 ($max_seen2)");
+cmp_ok($m1, '>', $floor3 + $two_skews,
+	"... and above the clock floor read before the claim ($floor3) plus twice the skew");
+cmp_ok($m1 >> 10, '<=', $ms3, "... and the claim returned only once the clock ($ms3 ms) had passed its token");
 my @m = ($m1, claim_all($standby2, 'tl3-worker', @jobs[ 1 .. 9 ], 'tl2-open'));
 is(scalar(grep { $_ <= $max_seen2 || $seen{$_} } @m), 0,
 	'no token issued on timeline 3 is equal to or below a token seen before ('
@@ -343,13 +417,20 @@ is(sqlstate($standby2,
 	"UPDATE results SET value = 'tl3', writer_epoch = $m1 WHERE job = 'job-1'"),
 	'ok', 'timeline 3: the current holder of job-1 writes');
 
-# a clean restart on the same timeline: the counter continues
+# a clean restart on the same timeline begins a new history: fence cannot
+# tell it from the start of a copy of the data directory whose original
+# went on issuing, so the counter moves again
+my $lines_before = () = grep { /$moved_re/ } split /\n/, slurp_file($standby2->logfile);
 $standby2->restart;
-my ($m_after) = claim_all($standby2, 'tl3-worker', 'after-restart');
+my ($floor_r, $m_after, $ms_r) = claim_clocked($standby2, 'postgres', 'tl3-worker', 'after-restart');
 my $m_last = max_of(@m);
-cmp_ok($m_after, '>', $m_last, "after a restart the next token ($m_after) is above the last ($m_last)");
-cmp_ok($m_after - $m_last, '<', 1000, '... and continues from it (no new move)');
-is(counter_moves($standby2), 1, '... and no counter_move is recorded');
+cmp_ok($m_after, '>', $m_last + $GAP,
+	"after a clean restart the next token ($m_after) is at least a gap above the last ($m_last): a new history");
+cmp_ok($m_after, '>', $floor_r + $two_skews, '... and above the clock floor plus twice the skew');
+cmp_ok($m_after >> 10, '<=', $ms_r, '... and the claim returned only once the clock had passed it');
+is(counter_moves($standby2), 2, '... and a second counter_move is recorded');
+my $lines_after = () = grep { /$moved_re/ } split /\n/, slurp_file($standby2->logfile);
+is($lines_after - $lines_before, 1, '... and logged once');
 
 # ---------------------------------------------------------------------------
 # 3. fence_advance: tables loaded with pg_dump -t into a database with a
@@ -404,6 +485,8 @@ is(q1($node, 'SELECT max(writer_epoch) FROM results', 'restored'), $max_results,
 
 my $moves0 = counter_moves($node, 'restored');
 my ($r1) = claim_all_db($node, 'restored', 'r-worker', 'r-job');
+is($r1, 1, 'restored: the fresh counter, made in this history and never used, does not move at its first claim (token 1)');
+is(counter_moves($node, 'restored'), $moves0, '... and records no counter_move');
 cmp_ok($r1, '<', $max_results,
 	"restored: the first claim's token ($r1) is below the stored epochs ($max_results)");
 my $fresh_counter = counter($node, 'restored');
@@ -422,21 +505,32 @@ q1($node, 'CREATE ROLE app LOGIN', 'restored');
 is(sqlstate($node, 'SET ROLE app; SELECT fence_advance()', 'restored'), '42501',
 	'fence_advance by a non-superuser: 42501');
 is(counter($node, 'restored'), $fresh_counter, '... and the counter did not move');
+for my $bad ('-1', 'NULL')
+{
+	is(sqlstate($node, "SELECT fence_advance($bad)", 'restored'), '22023', "fence_advance($bad): 22023");
+}
+is(counter($node, 'restored'), $fresh_counter, '... and the counter did not move');
 
 my $adv = q1($node, 'SELECT fence_advance()', 'restored');
 my $c_adv = counter($node, 'restored');
 note("fence_advance() returned $adv; the counter is now $c_adv");
-cmp_ok($c_adv, '>=', $max_epoch + $MARGIN,
-	"fence_advance() moved the counter ($c_adv) past every stored epoch of both tables ($max_epoch) plus 2^32");
-cmp_ok($c_adv, '<', 3 * $R, '... inside timeline 3\'s range');
+is($c_adv, $max_epoch + $MARGIN,
+	"fence_advance() moved the counter ($c_adv) to the largest stored epoch of both tables ($max_epoch) plus the default margin (2^20)");
 is($adv, $c_adv, '... and returned the counter\'s last value');
-is(counter_moves($node, 'restored') - $moves0, 2,
-	'restored: the range move and fence_advance are both recorded (counter_move)');
+is(counter_moves($node, 'restored') - $moves0, 1,
+	'restored: fence_advance is recorded (counter_move), the only move');
+is(q1($node, q{SELECT detail || ' ' || reason FROM fence_audit_log WHERE action = 'counter_move' ORDER BY id DESC LIMIT 1},
+		'restored'),
+	"from $fresh_counter to $c_adv fence_advance()", '... from the counter to the epoch plus the margin');
 note('audit: ' . q1($node, q{SELECT string_agg(format('%s | %s | %s', role, detail, reason), E'\n' ORDER BY id)
                               FROM fence_audit_log WHERE action = 'counter_move'}, 'restored'));
 
-my ($r2) = claim_all_db($node, 'restored', 'r-worker', 'r-job2');
-cmp_ok($r2, '>', $max_epoch + $MARGIN, "restored: a new token ($r2) is above the stored epochs plus the margin");
+# the default margin is about a second of the clock's floor: the claim
+# waits for the clock if it must, and does not warn
+my (undef, $r2, $r2_ms, $r2_err) = claim_clocked($node, 'restored', 'r-worker', 'r-job2');
+is($r2, $c_adv + 1, "restored: the next token ($r2) is the next value above the margin");
+cmp_ok($r2 >> 10, '<=', $r2_ms, '... the claim returned only once the clock had passed it');
+unlike($r2_err, qr/WARNING/, '... and without a warning');
 is(sqlstate($node, "UPDATE results SET value = 'r2', writer_epoch = $r2 WHERE job = '$jobs[14]'",
 		'restored'),
 	'ok', '... and writes the row that was from the future');
@@ -449,14 +543,20 @@ like(sqlstate($node, "UPDATE inventory SET quantity = 1, writer_epoch = $inv_tok
 		'restored'),
 	qr/^5F00[14]$/, "restored: the source's token $inv_tok is refused on the shared table");
 
-# never backwards, never out of the range
-q1($node, 'SELECT fence_advance(0)', 'restored');
-cmp_ok(counter($node, 'restored'), '>=', $c_adv, 'fence_advance(0) does not move the counter back');
+# never backwards; the margin always counts, and no range ends
 my $c_before = counter($node, 'restored');
-($code, $msg) = try_sql($node, "SELECT fence_advance($R)", 'restored');
-isnt($code, 'ok', "fence_advance(2^40) would leave timeline 3's range: an error ($code)");
-note("fence_advance(2^40): $msg");
-is(counter($node, 'restored'), $c_before, '... and the counter did not move');
+my $moves1 = counter_moves($node, 'restored');
+is(q1($node, 'SELECT fence_advance(0)', 'restored'), $c_before,
+	'fence_advance(0), with the counter above everything, leaves it where it is');
+is(counter($node, 'restored'), $c_before, '... not moved back');
+is(counter_moves($node, 'restored'), $moves1, '... and records no move');
+my $big = 2**40;
+($code, $msg) = try_sql($node, "SELECT fence_advance($big)", 'restored');
+is($code, 'ok', 'fence_advance(2^40) succeeds: there is no range to leave') or diag($msg);
+is(counter($node, 'restored'), $c_before + $big, '... and moves the counter 2^40 above itself: the margin counts');
+my (undef, $r3, undef, $r3_err) = claim_clocked($node, 'restored', 'r-worker', 'r-job3');
+is($r3, $c_before + $big + 1, "... the next claim takes the next token ($r3)");
+like($r3_err, qr/WARNING:.*fence's token counter is ahead of this server's clock/, '... with the warning');
 
 $node->stop;
 note(sprintf('runtime %.1f s', time - $t0));

@@ -4,17 +4,25 @@
 # again, whatever WAL was lost, and fence_advance() covers the one case
 # PostgreSQL cannot see.
 #
-# Tokens issued on timeline T lie in [(T - 1) * 2^40, T * 2^40); the first
-# claim on a timeline whose range is above the counter moves the counter to
-# the range's start (LOG "fence moved its token counter ...", audit action
-# counter_move).  fence 1.0 had no ranges: a new primary continued from the
-# counter it had replayed and handed out again every token above it.
-# Scenarios 1 and 2 draw a plain sequence (plain_seq) once with every
-# claim: that is fence 1.0's counter, and on the new primary it hands out
-# again values the clients saw (the twin: the unprotected path, on real
-# PostgreSQL).  What a token handed out again does to a stale holder's
-# write -- it passes the guard, as the new claim's token -- is shown on
-# fence itself in 3 (snapa).
+# A history of the counter is its run on one server (system identifier),
+# one timeline, since one start of the postmaster (token.c, "Histories").
+# Before the first token of any other history -- a promotion, a PITR, a
+# restart, the start of a copied data directory, the update from 1.0 --
+# the counter moves to max(counter + 2^20, clock_floor(now + 2 *
+# fence.max_clock_skew)), clock_floor(ms) being the milliseconds since
+# 2000-01-01 shifted left by 10 (LOG "fence moved its token counter ...",
+# audit action counter_move, once per history); and no token leaves above
+# clock_floor(now), so the first claim after a move returns only once the
+# clock has passed its token.  Every token an earlier or a sibling history
+# issued lies below its own server's clock floor, and so below the move.
+# A counter made by CREATE EXTENSION in this history and never used does
+# not move.  Under 1.0's objects (the binary-first window) each backend's
+# first claim moves the counter to the clock's term only.  fence 1.0 had
+# no histories: a new primary continued from the counter it had replayed
+# and handed out again every token above it.  Scenarios 1, 2 and 3 draw a
+# plain sequence (plain_seq) once with every claim: that is fence 1.0's
+# counter, and on the new primary (or the copy) it hands out again values
+# the clients saw (the twin: the unprotected path, on real PostgreSQL).
 #
 # 1. Synchronous replication (synchronous_standby_names = '*',
 #    synchronous_commit on).  (c) Ordinary claims, acknowledged by the sync
@@ -27,46 +35,61 @@
 #    never received any of (a) or (b), is promoted (timeline 2).  Asserted:
 #    the new primary lacks the lost claims and its counter is below the
 #    largest token a client saw (the loss is real; plain_seq reissues); its
-#    first token is in timeline 2's range; no token it issues is equal to or
+#    first token is above the clock floor read before it plus twice the
+#    skew, and the claim returns only once the clock has passed it; the
+#    move is logged and recorded once; no token it issues is equal to or
 #    below a token a client saw; every stale token's write is refused (5F001
 #    or 5F004); the acknowledged holders still write.  The sync wait does not
 #    protect the tokens -- a cancelled wait and an open transaction both
-#    hand the client a token the standby never saw -- the range does.
+#    hand the client a token the standby never saw -- the move does.
 #    (1.0: the first token on timeline 2 was the replayed counter + 1, and
-#    the lost tokens went out again, to other holders: the range assertions
-#    and "no token <= a token seen" fail.)
+#    the lost tokens went out again, to other holders: "no token <= a token
+#    seen" fails.)
 # 2. PITR from an older base backup, with WAL archived: claims and writes
 #    before and after a restore point; the backup is restored with
 #    recovery_target_name and recovery_target_action = promote, which ends
 #    on timeline 2.  The claims before the target are there and their
-#    holder writes; the claims after it are lost; the first token is in
-#    timeline 2's range, no token a client saw (before or after the target)
-#    is issued again, stale holders are refused.  (1.0: it continued from
-#    the restore point's counter, reissuing the tokens after the target.)
+#    holder writes; the claims after it are lost; the first token is above
+#    every token a client saw and above the clock floor plus twice the skew,
+#    no token a client saw (before or after the target) is issued again,
+#    stale holders are refused; plain_seq reissues.  (1.0: it continued
+#    from the restore point's counter, reissuing the tokens after the
+#    target.)
 # 3. A disk snapshot restored on the SAME timeline (the server stopped, its
 #    data directory copied, the server run on and stopped, the copy
-#    started).  PostgreSQL cannot tell, so fence cannot: in database snapa,
-#    without fence_advance(), the copy hands out again every token the
-#    original issued after the snapshot, records no counter_move, and a
-#    holder whose claim exists nowhere writes (the unprotected path).  In
-#    database snapb, fence_advance() first: every new token is above every
-#    token the original issued, and every stale holder is refused.  (1.0:
-#    no fence_advance(); the snapb half fails.)
-# 4. The upgrade from 1.0 on a server whose counter is below its timeline's
-#    range.  Only one fence library is installed at a time and this one is
-#    1.1's: a database at 1.0 runs 1.0's SQL objects with 1.1's library,
-#    the "binary-first window" of every upgrade (t/005_upgrade.pl).  Two
-#    databases at 1.0 (protected table, claims, a superseded token) fail
-#    over with scenario 1 to timeline 2, where their counters are still
-#    below 2^40.  In v10 no claim is made until ALTER EXTENSION fence
-#    UPDATE: the counter is unchanged by the update; the first claim after
-#    it moves the counter into timeline 2's range (LOG + counter_move);
-#    before and after the update and after the move, the current holder's
-#    token still writes and the superseded one gets 5F001.  In win a claim
-#    is made in the window: 1.1's library moves the counter then (LOG only:
-#    1.0 has no fence_audit_log, so no counter_move row is ever recorded for
-#    that move), and the update changes nothing.  (1.0's library: the first
-#    claim on timeline 2 is below 2^40.)
+#    started).  PostgreSQL cannot tell, but the copy's postmaster start
+#    begins a new history: in database snapa, without fence_advance(), the
+#    copy's first claim moves the counter (logged, counter_move) above every
+#    token the original issued after the snapshot, and every holder of one
+#    is refused, while plain_seq, drawn with each claim on the original,
+#    hands out again on the copy values the clients saw (the twin).  In
+#    database snapb, fence_advance() first: its margin counts (the counter
+#    moves to the largest token or epoch the copy knows plus the default
+#    margin, 2^20, exactly),
+#    and the first claim still moves the counter for the new history (two
+#    moves recorded); every new token is above every token the original
+#    issued, and every stale holder is refused.  (1.0: the copy reissued
+#    every token the original issued after the snapshot, and a holder whose
+#    claim existed nowhere wrote.)
+# 4. The upgrade from 1.0 on a promoted server.  Only one fence library is
+#    installed at a time and this one is 1.1's: a database at 1.0 runs
+#    1.0's SQL objects with 1.1's library, the "binary-first window" of
+#    every upgrade (t/005_upgrade.pl).  Two databases at 1.0 (protected
+#    table, claims, a superseded token) fail over with scenario 1 to
+#    timeline 2, where their counters are behind the server's clock.  In
+#    v10 no claim is made until ALTER EXTENSION fence UPDATE: the counter is
+#    unchanged by the update; the first claim after it begins a new history
+#    (none recorded: the update from 1.0) and moves the counter past the
+#    clock floor plus twice the skew (LOG + counter_move, from the counter
+#    to just below that token); before and after the update and after the
+#    move, the current holder's token still writes and the superseded one
+#    gets 5F001.  In win a claim is made in the window: 1.1's library moves
+#    the counter then, to the clock's term (LOG only: 1.0 has no
+#    fence_audit_log, so no counter_move row is ever recorded for that
+#    move); the update itself changes nothing, and the first claim after it
+#    moves the counter once more, as the update begins a new history (LOG +
+#    counter_move).  (1.0's library: the first claim on timeline 2 is the
+#    replayed counter + 1.)
 #
 # Numbers for doc/fence.md 9.4-9.5 are noted at the end ("report: ...").
 
@@ -83,8 +106,8 @@ use Test::More;
 use Time::HiRes qw(time);
 
 my $t0 = time;
-my $R = 2**40;              # tokens per timeline
-my $MARGIN = 2**32;         # fence_advance's default margin
+my $GAP = 2**20;            # the crash gap: the count term of a move
+my $MARGIN = 2**20;         # fence_advance's default margin: one crash gap
 my @report;
 
 # fault-test ports: offset 7 (the other nodes: 17, 27, 37, 47).  The nodes
@@ -127,8 +150,14 @@ sub claim_all_db
 sub claim_pairs
 {
 	my ($node, $holder, @jobs) = @_;
+	return claim_pairs_db($node, 'postgres', $holder, @jobs);
+}
+
+sub claim_pairs_db
+{
+	my ($node, $db, $holder, @jobs) = @_;
 	my @rows = split /\n/, q1($node, join("\n", map {
-		"SELECT fence_claim('$_', '1 hour', '$holder') || ' ' || nextval('plain_seq');" } @jobs));
+		"SELECT fence_claim('$_', '1 hour', '$holder') || ' ' || nextval('plain_seq');" } @jobs), $db);
 	die "claims of @jobs returned <@rows>"
 	  unless @rows == @jobs && !grep { !/^\d+ \d+$/ } @rows;
 	return ([ map { (split / /)[0] } @rows ], [ map { (split / /)[1] } @rows ]);
@@ -156,6 +185,42 @@ sub moved_lines
 {
 	my ($node) = @_;
 	return scalar(grep { /fence moved its token counter/ } split /\n/, slurp_file($node->logfile));
+}
+
+# the clock's reading in milliseconds since 2000-01-01 (its floor in tokens
+# is that << 10)
+my $CLOCK_MS_SQL = q{(floor(extract(epoch from clock_timestamp() - timestamptz '2000-01-01 00:00:00+00') * 1000))::bigint};
+
+sub clock_floor { return q1($_[0], "SELECT $CLOCK_MS_SQL << 10", $_[1]); }
+
+# twice fence.max_clock_skew, in tokens, and the skew in ms (the GUC exists
+# once fence is loaded)
+sub two_skews
+{
+	my ($node) = @_;
+	my $ms = q1($node, q{LOAD 'fence'; SELECT (extract(epoch from current_setting('fence.max_clock_skew')::interval) * 1000)::bigint});
+	return ((2 * $ms) << 10, $ms);
+}
+
+# in one session: the clock floor, the claim of one job, the clock after it
+# returned; returns (floor before, token, ms after, stderr)
+sub claim_clocked
+{
+	my ($node, $db, $holder, $job) = @_;
+	my ($out, $err) = ('', '');
+	$node->psql($db, "SELECT $CLOCK_MS_SQL << 10;\nSELECT fence_claim('$job', '1 hour', '$holder');\nSELECT $CLOCK_MS_SQL;",
+		stdout => \$out, stderr => \$err, on_error_die => 1);
+	my @v = split /\n/, $out;
+	die "claim of $job in $db returned <$out> <$err>" unless @v == 3 && !grep { !/^\d+$/ } @v;
+	return (@v, $err);
+}
+
+# the last counter_move: "detail | reason"
+sub last_move
+{
+	my ($node, $db) = @_;
+	return q1($node, q{SELECT detail || ' | ' || reason FROM fence_audit_log
+	                    WHERE action = 'counter_move' ORDER BY id DESC LIMIT 1}, $db);
 }
 
 sub max_of { my $m = 0; $_ > $m and $m = $_ for @_; return $m; }
@@ -333,12 +398,16 @@ cmp_ok($plain_re1, '>', 0,
 	"twin: a plain sequence (fence 1.0's counter) hands out $plain_re1 values clients saw, again");
 
 is(moved_lines($standby), 0, 'no counter move before the first claim');
-my ($n1) = claim_all_db($standby, 'postgres', 'new-worker', $new_jobs[0]);
-cmp_ok($n1, '>=', $R, "first token on timeline 2 ($n1) is in its range (>= 2^40)");
-cmp_ok($n1, '<', 2 * $R, '... and below timeline 3\'s range');
-cmp_ok($n1, '>', $max_seen1, "... and above every token a client saw ($max_seen1)");
+my ($two_skews, $skew_ms) = two_skews($standby);
+my ($floor1, $n1, $ms1) = claim_clocked($standby, 'postgres', 'new-worker', $new_jobs[0]);
+cmp_ok($n1, '>', $max_seen1, "first token on timeline 2 ($n1) is above every token a client saw ($max_seen1)");
+cmp_ok($n1, '>', $floor1 + $two_skews,
+	"... and above the clock floor read before the claim ($floor1) plus twice fence.max_clock_skew ($skew_ms ms)");
+cmp_ok($n1 >> 10, '<=', $ms1, "... and the claim returned only once the clock ($ms1 ms) had passed its token");
 is(moved_lines($standby), 1, 'the move is logged');
 is(counter_moves($standby), 1, 'the move is recorded (counter_move)');
+like(last_move($standby), qr/^from $c_prom to @{[ $n1 - 1 ]} \| A new history of the counter begins \(/,
+	'... from the replayed counter to just below the first token, as a new history');
 my @n = ($n1, claim_all_db($standby, 'postgres', 'new-worker', @new_jobs[ 1 .. $#new_jobs ]));
 is(scalar(grep { $_ <= $max_seen1 || $distinct1{$_} } @n), 0,
 	"no token issued on timeline 2 is equal to or below a token seen ($n_new claims)");
@@ -371,7 +440,9 @@ for my $db ('v10', 'win')
 	my $t = $v10{$db};
 	is(q1($standby, q{SELECT extversion FROM pg_extension WHERE extname = 'fence'}, $db), '1.0',
 		"$db: fence is at 1.0 on timeline 2");
-	cmp_ok(counter($standby, $db), '<', $R, "$db: its counter is below timeline 2's range");
+	my $floor = clock_floor($standby, $db);
+	cmp_ok(counter($standby, $db), '<', $floor,
+		"$db: its counter is behind the clock floor ($floor): every token of 1.0's objects waited for the clock");
 	is(q1($standby, q{SELECT to_regclass('fence_audit_log') IS NULL}, $db), 't',
 		"$db: 1.0 has no fence_audit_log");
 	is(sqlstate($standby, "UPDATE results SET value = 'tl2', writer_epoch = $t->{a} WHERE job = 'job-a'", $db),
@@ -399,13 +470,16 @@ for my $db ('v10', 'win')
 		'5F001', 'v10 (1.1): the superseded token is still fenced');
 
 	my $lines0 = moved_lines($standby);
-	my ($v1) = claim_all_db($standby, $db, 'tl2-worker', 'job-new');
-	cmp_ok($v1, '>=', $R, "v10: the first claim after the update ($v1) is in timeline 2's range");
-	cmp_ok($v1, '<', 2 * $R, '... and below timeline 3\'s range');
+	my ($fl, $v1, $ms) = claim_clocked($standby, $db, 'tl2-worker', 'job-new');
+	cmp_ok($v1, '>', $c0 + $GAP, "v10: the first claim after the update ($v1) moved the counter at least a gap");
+	cmp_ok($v1, '>', $fl + $two_skews, '... and above the clock floor read before it plus twice the skew');
+	cmp_ok($v1 >> 10, '<=', $ms, '... and returned only once the clock had passed it');
 	is(moved_lines($standby) - $lines0, 1, 'v10: the move is logged');
 	is(counter_moves($standby, $db), 1, 'v10: the move is recorded (counter_move)');
 	my $detail = q1($standby, q{SELECT detail FROM fence_audit_log WHERE action = 'counter_move'}, $db);
-	is($detail, "from $c0 to $R", "v10: the audit row says from where to where ($detail)");
+	is($detail, "from $c0 to " . ($v1 - 1), "v10: the audit row says from where to where ($detail)");
+	like(last_move($standby, $db), qr/\| A new history of the counter begins \(none recorded/,
+		'v10: ... as a history none recorded (the update from 1.0)');
 	is(sqlstate($standby, "UPDATE results SET value = 'tl2-moved', writer_epoch = $t->{a} WHERE job = 'job-a'", $db),
 		'ok', "v10: after the move, the token of a claim from timeline 1 ($t->{a}) still writes");
 	is(sqlstate($standby, "UPDATE results SET value = 'tl2-moved', writer_epoch = $t->{s2} WHERE job = 'job-s'", $db),
@@ -429,8 +503,10 @@ for my $db ('v10', 'win')
 	my $t = $v10{$db};
 	my $c0 = counter($standby, $db);
 	my $lines0 = moved_lines($standby);
-	my ($w1) = claim_all_db($standby, $db, 'tl2-worker', 'job-new');
-	cmp_ok($w1, '>=', $R, "win: a claim in the binary-first window ($w1) is in timeline 2's range: 1.1's library moved the counter");
+	my ($fl, $w1, $ms) = claim_clocked($standby, $db, 'tl2-worker', 'job-new');
+	cmp_ok($w1, '>', $fl + $two_skews,
+		"win: a claim in the binary-first window ($w1) is above the clock floor plus twice the skew: 1.1's library moved the counter");
+	cmp_ok($w1 >> 10, '<=', $ms, '... and returned only once the clock had passed it');
 	is(moved_lines($standby) - $lines0, 1, 'win: the move is logged');
 	is(q1($standby, q{SELECT to_regclass('fence_audit_log') IS NULL}, $db), 't',
 		'win: ... but there is no fence_audit_log to record it in');
@@ -442,10 +518,18 @@ for my $db ('v10', 'win')
 	is(counter($standby, $db), $w1, 'win: the update does not move the counter');
 	is(counter_moves($standby, $db), 0,
 		'win: after the update fence_audit_log has no counter_move: the window\'s move is in the server log only');
-	my ($w2) = claim_all_db($standby, $db, 'tl2-worker', 'job-new2');
-	is($w2, $w1 + 1, "win: the next claim continues ($w2)");
-	is(moved_lines($standby) - $lines0, 1, '... with no second move');
-	push @report, "upgrade (win): counter $c0; a claim in the binary-first window: $w1 (LOG only, no audit row)";
+	my ($fl2, $w2, $ms2) = claim_clocked($standby, $db, 'tl2-worker', 'job-new2');
+	cmp_ok($w2, '>', $w1 + $GAP, "win: the first claim after the update ($w2) moves the counter again: the update begins a new history");
+	cmp_ok($w2, '>', $fl2 + $two_skews, '... above the clock floor plus twice the skew');
+	cmp_ok($w2 >> 10, '<=', $ms2, '... and returned only once the clock had passed it');
+	is(moved_lines($standby) - $lines0, 2, '... logged');
+	is(counter_moves($standby, $db), 1, '... and, fence_audit_log existing now, recorded once');
+	like(last_move($standby, $db), qr/^from $w1 to @{[ $w2 - 1 ]} \| A new history of the counter begins \(none recorded/,
+		'... from the window\'s counter, as a history none recorded');
+	my ($w3) = claim_all_db($standby, $db, 'tl2-worker', 'job-new3');
+	is($w3, $w2 + 1, "win: the next claim continues ($w3)");
+	is(moved_lines($standby) - $lines0, 2, '... with no third move');
+	push @report, "upgrade (win): counter $c0; a claim in the binary-first window: $w1 (LOG only, no audit row); after the update: $w2";
 }
 $standby->stop;
 
@@ -531,12 +615,14 @@ my $plain_re2 = reissued(\@plain_r, \@plain2);
 cmp_ok($plain_re2, '>', 0,
 	"PITR twin: the plain sequence hands out $plain_re2 values clients saw, again");
 
-my ($r1) = claim_all_db($pitr, 'postgres', 'pitr-worker', $r_jobs[0]);
-cmp_ok($r1, '>=', $R, "PITR: first token ($r1) is in timeline 2's range");
-cmp_ok($r1, '<', 2 * $R, '... and below timeline 3\'s range');
-cmp_ok($r1, '>', $max_seen2, "... and above every token a client saw, after the target too ($max_seen2)");
+my ($floor_p, $r1, $ms_p) = claim_clocked($pitr, 'postgres', 'pitr-worker', $r_jobs[0]);
+cmp_ok($r1, '>', $max_seen2, "PITR: first token ($r1) is above every token a client saw, after the target too ($max_seen2)");
+cmp_ok($r1, '>', $floor_p + $two_skews, '... and above the clock floor read before it plus twice the skew');
+cmp_ok($r1 >> 10, '<=', $ms_p, '... and the claim returned only once the clock had passed it');
 is(counter_moves($pitr), 1, 'PITR: the move is recorded');
-ok($pitr->log_contains(qr/fence moved its token counter/), 'PITR: ... and logged');
+is(moved_lines($pitr), 1, 'PITR: ... and logged once');
+like(last_move($pitr), qr/^from $c_pitr to @{[ $r1 - 1 ]} \| A new history of the counter begins \(/,
+	'PITR: ... from the restored counter, as a new history');
 my @r = ($r1, claim_all_db($pitr, 'postgres', 'pitr-worker', @r_jobs[ 1 .. $#r_jobs ]));
 is(scalar(grep { $_ <= $max_seen2 || $distinct2{$_} } @r), 0,
 	"PITR: no token issued is equal to or below a token seen ($n_r claims)");
@@ -567,18 +653,20 @@ is(sqlstate($pitr, "UPDATE results SET value = 'held', writer_epoch = $p1->[19] 
 
 my @k_jobs = map { "k-$_" } 1 .. 30;
 my @y_jobs = map { "y-$_" } 1 .. 30;
-my %pre;
+my (%pre, %pre_plain);
 for my $db ('snapa', 'snapb')
 {
 	$pitr->safe_psql('postgres', "CREATE DATABASE $db");
 	q1($pitr, $results_sql . q{
 CREATE EXTENSION fence;
-SELECT fence_protect('results');}, $db);
-	my @t = claim_all_db($pitr, $db, 'pre', @k_jobs);
+SELECT fence_protect('results');
+CREATE SEQUENCE plain_seq;}, $db);
+	my ($t, $pl) = claim_pairs_db($pitr, $db, 'pre', @k_jobs);
 	q1($pitr, join("\n", map {
-		"INSERT INTO results VALUES ('$k_jobs[$_]', 'pre', $t[$_]);"
-		  . "SELECT fence_release('$k_jobs[$_]', $t[$_]);" } 0 .. $#k_jobs), $db);
-	$pre{$db} = \@t;
+		"INSERT INTO results VALUES ('$k_jobs[$_]', 'pre', $t->[$_]);"
+		  . "SELECT fence_release('$k_jobs[$_]', $t->[$_]);" } 0 .. $#k_jobs), $db);
+	$pre{$db} = $t;
+	$pre_plain{$db} = $pl;
 }
 my $tl_snap = timeline($pitr);
 
@@ -588,49 +676,64 @@ $pitr->backup_fs_cold('snap');
 $pitr->start;
 
 # the original runs on: every job claimed and written again
-my (%post, %seen3);
+my (%post, %post_plain, %seen3);
 for my $db ('snapa', 'snapb')
 {
-	my @t = claim_all_db($pitr, $db, 'post', @k_jobs);
+	my ($t, $pl) = claim_pairs_db($pitr, $db, 'post', @k_jobs);
 	q1($pitr, join("\n", map {
-		"UPDATE results SET value = 'post', writer_epoch = $t[$_] WHERE job = '$k_jobs[$_]';" } 0 .. $#k_jobs),
+		"UPDATE results SET value = 'post', writer_epoch = $t->[$_] WHERE job = '$k_jobs[$_]';" } 0 .. $#k_jobs),
 		$db);
-	$post{$db} = \@t;
-	$seen3{$db} = [ @{ $pre{$db} }, @t ];
+	$post{$db} = $t;
+	$post_plain{$db} = $pl;
+	$seen3{$db} = [ @{ $pre{$db} }, @$t ];
 }
 $pitr->stop;
 
-# the copy is started: same timeline
+# the copy is started: same timeline, a new start of the postmaster
 my $twin = PostgreSQL::Test::Cluster->new('snapshot', port => $port + 40);
 $twin->init_from_backup($pitr, 'snap');
 $twin->start;
 is(timeline($twin), $tl_snap, "snapshot: the restored copy is on the same timeline ($tl_snap)");
 
-# snapa: no fence_advance -- the unprotected path
+# snapa: no fence_advance -- the copy's new history covers the original
 {
 	my $db = 'snapa';
+	my $max_post = max_of(@{ $post{$db} });
 	my $moves0 = counter_moves($twin, $db);
-	my @y = claim_all_db($twin, $db, 'twin', @y_jobs);
+	my $c_copy = counter($twin, $db);
+	cmp_ok($c_copy, '<', $post{$db}[0],
+		"snapshot: the copy's counter ($c_copy) is below the original's first token after the snapshot ($post{$db}[0])");
+	my ($fl, $y1, $ms) = claim_clocked($twin, $db, 'twin', $y_jobs[0]);
+	my @y = ($y1, claim_all_db($twin, $db, 'twin', @y_jobs[ 1 .. $#y_jobs ]));
 	my $re = reissued(\@y, $post{$db});
-	is($re, scalar(@{ $post{$db} }),
-		"snapshot, no fence_advance: the copy hands out $re tokens again that clients saw on the original");
-	is(counter_moves($twin, $db), $moves0, '... and fence saw nothing to move (no counter_move)');
-	is(moved_lines($twin), 0, '... and logged no move');
-	my %y = map { $_ => 1 } @y;
-	my @dup = grep { $y{ $post{$db}[$_] } } 0 .. $#k_jobs;
-	my %st;
-	$st{ sqlstate($twin,
-			"UPDATE results SET value = 'stale', writer_epoch = $post{$db}[$_] WHERE job = '$k_jobs[$_]'",
-			$db) }++ for @dup;
-	is($st{ok} // 0, scalar(@dup),
-		'... and every holder whose token was reissued writes, though its claim exists nowhere ('
-		  . scalar(@dup) . ' stale writes land)');
+	is($re, 0, 'snapshot, no fence_advance: the copy hands out none of the tokens clients saw on the original');
+	is(scalar(grep { $_ <= $max_post } @y), 0,
+		"... every token it issues is above every token the original issued after the snapshot ($max_post)");
+	cmp_ok($y1, '>', $fl + $two_skews, "... its first ($y1) above the clock floor read before it plus twice the skew");
+	cmp_ok($y1 >> 10, '<=', $ms, '... and the claim returned only once the clock had passed it');
+	is(counter_moves($twin, $db) - $moves0, 1, '... the copy\'s first claim moved the counter, recorded once (counter_move)');
+	like(last_move($twin, $db), qr/^from $c_copy to @{[ $y1 - 1 ]} \| A new history of the counter begins \(/,
+		'... as a new history, from the copy\'s counter');
+	is(moved_lines($twin), 1, '... and logged once');
+	($refused, $desc) = stale_refused($twin, $db,
+		sub { "UPDATE results SET value = 'stale', writer_epoch = $_[1] WHERE job = '$_[0]'" },
+		map { [ $k_jobs[$_], $post{$db}[$_] ] } 0 .. $#k_jobs);
+	is($refused, scalar(@k_jobs),
+		"snapshot, no fence_advance: every holder of a token the original issued after the snapshot is refused ($desc)");
+	is(q1($twin, q{SELECT count(*) FROM results WHERE value = 'stale'}, $db), 0, '... no stale write landed');
 	is(q1($twin, 'SELECT count(*) FROM fence_claims WHERE job LIKE \'k-%\' AND NOT released', $db), 0,
 		'... (no k- job is claimed on the copy)');
+
+	# the twin: a plain sequence, drawn with every claim on the original
+	my @plain_copy = split /\n/, q1($twin,
+		'SELECT nextval(\'plain_seq\') FROM generate_series(1, ' . scalar(@y_jobs) . ')', $db);
+	my $plain_re3 = reissued(\@plain_copy, $post_plain{$db});
+	is($plain_re3, scalar(@{ $post_plain{$db} }),
+		"snapshot twin: the copy's plain sequence hands out again all $plain_re3 values the original handed out after the snapshot");
 	push @report, 'snapshot (same timeline): tokens issued after the snapshot and seen: '
 	  . scalar(@{ $post{$db} }) . "; without fence_advance the copy reissued $re of them in "
-	  . scalar(@y) . ' claims (first ' . $y[0] . ', the original\'s first after the snapshot '
-	  . $post{$db}[0] . '), and ' . scalar(@dup) . ' stale writes landed';
+	  . scalar(@y) . " claims (first $y[0], the original's first after the snapshot $post{$db}[0]);"
+	  . " plain_seq reissued $plain_re3";
 }
 
 # snapb: fence_advance() first
@@ -638,13 +741,25 @@ is(timeline($twin), $tl_snap, "snapshot: the restored copy is on the same timeli
 	my $db = 'snapb';
 	my $max_seen3 = max_of(@{ $seen3{$db} });
 	my $max_known = max_of(@{ $pre{$db} });
+	my $highest = q1($twin, q{SELECT greatest((SELECT last_value FROM fence_token_seq),
+	                                          (SELECT max(token) FROM fence_claims),
+	                                          (SELECT max(writer_epoch) FROM results))}, $db);
+	is($highest, $max_known, "snapshot: the largest token or epoch the copy knows is the last before the snapshot ($max_known)");
 	my $moves0 = counter_moves($twin, $db);
+	my $lines0 = moved_lines($twin);
 	my $adv = q1($twin, 'SELECT fence_advance()', $db);
-	cmp_ok($adv, '>=', $max_known + $MARGIN,
-		"snapshot, fence_advance(): the counter ($adv) passes what the copy knows plus 2^32");
-	cmp_ok($adv, '>', $max_seen3, "... and so every token the original issued ($max_seen3)");
+	is($adv, $max_known + $MARGIN,
+		"snapshot, fence_advance(): the counter ($adv) is what the copy knows plus the default margin (2^20): the margin counts");
+	cmp_ok($adv, '<', $max_seen3,
+		"... which alone is still below what the original issued after the snapshot ($max_seen3): the history's move covers that");
 	is(counter_moves($twin, $db) - $moves0, 1, '... recorded (counter_move)');
-	my @z = claim_all_db($twin, $db, 'twin', @y_jobs);
+	my ($fl, $z1, $ms) = claim_clocked($twin, $db, 'twin', $y_jobs[0]);
+	my @z = ($z1, claim_all_db($twin, $db, 'twin', @y_jobs[ 1 .. $#y_jobs ]));
+	cmp_ok($z1, '>', $adv + $GAP, "snapshot, fence_advance(): the first claim ($z1) still moves the counter for the new history");
+	cmp_ok($z1, '>', $fl + $two_skews, '... above the clock floor plus twice the skew');
+	cmp_ok($z1 >> 10, '<=', $ms, '... and the claim returned only once the clock had passed it');
+	is(counter_moves($twin, $db) - $moves0, 2, '... both moves recorded (fence_advance, then the history)');
+	is(moved_lines($twin) - $lines0, 2, '... and logged');
 	is(scalar(grep { $_ <= $max_seen3 } @z), 0,
 		'snapshot, fence_advance(): no token issued is equal to or below a token seen (' . scalar(@z) . ' claims)');
 	($refused, $desc) = stale_refused($twin, $db,

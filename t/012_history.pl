@@ -196,7 +196,7 @@ is((try_sql($b, "BEGIN; SELECT fence_begin('job-1', $tb->[0]); "
 is((try_sql($b, "UPDATE results SET value = 'stale a', writer_epoch = $ta->[1] WHERE job = 'job-2'"))[0],
 	'5F001', "b: the guard refuses a's token of job-2 ($ta->[1]) riding on a write");
 like(q1($b, q{SELECT string_agg(reason, ' | ') FROM fence_audit_log WHERE action = 'counter_move'}),
-	qr/A new history of the counter begins \(a restart, promotion, restore or upgrade, timeline 2\)/,
+	qr/A new history of the counter begins \(none recorded: a crash, a promotion[^)]*, timeline 2\)/,
 	'b: the move is recorded, naming the new history');
 
 # 1b. The bound fails: c, a third standby that followed neither a nor b, is
