@@ -146,11 +146,17 @@ stop_workers()
 {
 	local p
 	touch "$run/stop"
-	for p in "${worker_pids[@]}"; do
-		for _ in $(seq 50); do
-			kill -0 "$p" 2>/dev/null || break
-			sleep 0.1
+	# they finish the statement at hand (a connection attempt to a dead
+	# node takes up to 2 s a host), then stop; after 10 s they are killed
+	for _ in $(seq 100); do
+		for p in "${worker_pids[@]}"; do
+			kill -0 "$p" 2>/dev/null && break
+			p=
 		done
+		[ -n "${p:-}" ] || break
+		sleep 0.1
+	done
+	for p in "${worker_pids[@]}"; do
 		kill -KILL "$p" 2>/dev/null
 	done
 	worker_pids=()
@@ -308,6 +314,15 @@ wait_streaming()
 	return 1
 }
 replicas_of() { local i; for i in 1 2 3; do [ "$i" = "$1" ] || echo "$i"; done; }
+# candidate LEADER head|tail: the replica to hand over to; with
+# synchronous_mode Patroni accepts only the synchronous standby
+candidate()
+{
+	local c=
+	[ "$sync" = true ] && c=$(members | awk '$2 == "Sync_Standby" { sub(/^n/, "", $1); print $1; exit }')
+	[ -n "$c" ] || c=$(replicas_of "$1" | "$2" -n 1)
+	echo "$c"
+}
 phase()
 {
 	echo "$(date +%s.%N) $1" >>"$run/phases"
@@ -405,10 +420,10 @@ inject_switchover()
 {
 	local l c a
 	l=$(leader)
-	c=$(replicas_of "$l" | head -n 1)
+	c=$(candidate "$l" head)
 	phase "switchover n$l -> n$c"
-	patronictl_ switchover --leader "n$l" --candidate "n$c" --force >"$run/switchover.out" 2>&1 ||
-		sed 's/^/  /' "$run/switchover.out"
+	patronictl_ switchover --leader "n$l" --candidate "n$c" --force >"$run/switchover.out" 2>&1
+	grep -i -E 'fail|error' "$run/switchover.out" | sed 's/^/  /'
 	a=$(wait_leader 40 "$l") || echo "  (no new leader after the switchover)"
 	echo "  leader now n${a:-?}"
 	settle 60
@@ -417,10 +432,10 @@ inject_failover()
 {
 	local l c a
 	l=$(leader)
-	c=$(replicas_of "$l" | tail -n 1)
+	c=$(candidate "$l" tail)
 	phase "failover n$l -> n$c"
-	patronictl_ failover --candidate "n$c" --force >"$run/failover.out" 2>&1 ||
-		sed 's/^/  /' "$run/failover.out"
+	patronictl_ failover --candidate "n$c" --force >"$run/failover.out" 2>&1
+	grep -i -E 'fail|error' "$run/failover.out" | sed 's/^/  /'
 	a=$(wait_leader 40 "$l") || echo "  (no new leader after the failover)"
 	echo "  leader now n${a:-?}"
 	settle 60
@@ -477,6 +492,16 @@ inject_double_failover()
 	sleep 6
 }
 
+# in_budget WHAT SECONDS: true while the check has run less than SECONDS;
+# else WHAT is skipped, and that fails (a skipped injection proves nothing)
+in_budget()
+{
+	local t=$(($(date +%s) - t_begin))
+	[ "$t" -lt "$2" ] && return 0
+	bad "$1 skipped: the check has run ${t}s, its budget for it is $2 s"
+	return 1
+}
+
 verdict()
 {
 	local label=$1 rc
@@ -497,13 +522,14 @@ echo "etcd on 127.0.0.1:$etcd_port"
 
 echo "=== main run: Patroni's defaults (synchronous_mode off)"
 if start_run main false 0; then
-	inject_kill_postmaster
-	inject_node_crash_lag
-	inject_zombie
-	inject_switchover
-	inject_failover
-	inject_etcd_down
-	inject_double_failover
+	in_budget "main: kill -9 of the postmaster" 300 && inject_kill_postmaster
+	in_budget "main: node crash" 300 && inject_node_crash_lag
+	in_budget "main: zombie leader" 300 && inject_zombie
+	in_budget "main: switchover" 300 && inject_switchover
+	in_budget "main: failover" 300 && inject_failover
+	in_budget "main: etcd stopped" 300 && inject_etcd_down
+	in_budget "main: double failover" 360 && inject_double_failover
+	[ -n "$final" ] || final=$(leader)
 	if [ -n "$tl_a" ] && [ "$tl_a" = "$tl_b" ]; then
 		echo "main: the double failover reused timeline $tl_a (interim leader and final leader)"
 	else
@@ -516,11 +542,13 @@ fi
 stop_run
 
 echo "=== second run: synchronous_mode: true"
-if start_run sync true 3; then
-	inject_node_crash_lag
-	inject_switchover
-	inject_failover
-	inject_kill_postmaster
+if ! in_budget "sync: the second run" 460; then
+	:
+elif start_run sync true 3; then
+	in_budget "sync: node crash" 600 && inject_node_crash_lag
+	in_budget "sync: switchover" 600 && inject_switchover
+	in_budget "sync: failover" 600 && inject_failover
+	in_budget "sync: kill -9 of the postmaster" 600 && inject_kill_postmaster
 	final=$(leader)
 	verdict sync --sync
 else

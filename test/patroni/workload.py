@@ -23,9 +23,13 @@
 #      counter SET n = <read + 1>; INSERT INTO inc_log; COMMIT;
 #   5. the same on the twin, without fence;
 #   6. half the time fence_release, else the lease runs out.
-# The read and the writes use one connection: after a reconnect the
-# iteration starts again with a claim, so a read and its write lie on one
-# server's history.  A commit whose connection broke is logged "unknown".
+# A read and its writes use one connection, so they lie on one server's
+# history.  A broken connection does not end the execution: the worker
+# reconnects (to the leader of the moment), reads again and writes with the
+# same token, up to 20 s after the claim, as a real worker retrying its
+# handler would: a token from a history that was lost is presented to the
+# new leader.  A commit whose connection broke is logged "unknown" and not
+# retried.
 #
 # report: reads every worker's log and the final leader's tables, prints one
 # "ok     ..." or "FAILED ..." line per assertion and exits 0 only if all
@@ -83,6 +87,19 @@ def sqlstate(exc):
 	return getattr(exc, "sqlstate", None) or type(exc).__name__
 
 
+def connect(psycopg, args, fh):
+	try:
+		return psycopg.connect(args.dsn, autocommit=True)
+	except Exception as exc:  # noqa: BLE001 -- any failure: the caller tries again
+		emit(fh, e="connfail", w=args.worker, err=(str(exc).splitlines() or [""])[0][:120])
+		time.sleep(0.3)
+		return None
+
+
+def broken(conn):
+	return conn is None or conn.closed or conn.broken
+
+
 def work(args):
 	import psycopg
 	rnd = random.Random(args.worker * 7919 + os.getpid())
@@ -92,19 +109,18 @@ def work(args):
 	conn = None
 	it = 0
 	emit(fh, e="start", w=args.worker)
-	while not os.path.exists(args.stop) and (args.until == 0 or time.time() < args.until):
-		if conn is None or conn.closed or conn.broken:
-			try:
-				conn = psycopg.connect(args.dsn, autocommit=True)
-			except Exception as exc:  # noqa: BLE001 -- any failure: try again
-				emit(fh, e="connfail", w=args.worker, err=str(exc).splitlines()[0][:120] if str(exc) else "")
-				conn = None
-				time.sleep(0.3)
+
+	def running():
+		return not os.path.exists(args.stop) and (args.until == 0 or time.time() < args.until)
+
+	while running():
+		if broken(conn):
+			conn = connect(psycopg, args, fh)
+			if conn is None:
 				continue
 		it += 1
 		cid = "w%d-%d" % (args.worker, it)
 		job = rnd.choice(jobs)
-		stage = "claim"
 		try:
 			t0 = time.time()
 			row = conn.execute(
@@ -113,66 +129,92 @@ def work(args):
 				"SELECT %s, t, %s, inet_server_port(), " + TL_SQL + " FROM c WHERE t IS NOT NULL "
 				"RETURNING token, port, tl",
 				(job, lease, cid, cid, job)).fetchone()
-			if row is None:
-				emit(fh, e="held", w=args.worker, job=job)
-				time.sleep(rnd.uniform(0.02, 0.15))
-				continue
-			token, port, tl = row
-			emit(fh, e="claim", w=args.worker, cid=cid, job=job, tok=token, port=port, tl=tl, t0=t0)
-			stage = "read"
-			pn, un = conn.execute(
-				"SELECT p.n, u.n FROM counter p JOIN twin u USING (job) WHERE job = %s", (job,)).fetchone()
-			time.sleep(rnd.uniform(0, 1.6 * args.lease))
-			for kind in ("p", "u"):
-				wid = "%s-%s" % (cid, kind)
-				stage = "write-" + kind
-				tb = time.time()
-				try:
-					conn.execute("BEGIN")
-					if kind == "p":
-						conn.execute("SELECT fence_begin(%s, %s)", (job, token))
-						conn.execute("UPDATE counter SET n = %s WHERE job = %s", (pn + 1, job))
-					else:
-						conn.execute("UPDATE twin SET n = %s WHERE job = %s", (un + 1, job))
-					conn.execute("INSERT INTO inc_log VALUES (%s, %s, %s, %s)", (wid, kind, job, token))
-				except psycopg.Error as exc:
-					st = sqlstate(exc)
-					emit(fh, e="refused" if st and st.startswith("5F") else "werr", w=args.worker, cid=cid,
-						wid=wid, kind=kind, job=job, tok=token, st=st, tb=tb)
-					if conn.broken:
-						raise
-					try:
-						conn.execute("ROLLBACK")
-					except psycopg.Error:
-						raise
-					continue
-				tc = time.time()
-				try:
-					conn.execute("COMMIT")
-				except psycopg.Error as exc:
-					emit(fh, e="unknown", w=args.worker, cid=cid, wid=wid, kind=kind, job=job, tok=token,
-						st=sqlstate(exc), tb=tb, tc=tc)
-					raise
-				emit(fh, e="ack", w=args.worker, cid=cid, wid=wid, kind=kind, job=job, tok=token,
-					port=port, tb=tb, tc=tc)
-			if rnd.random() < 0.5:
-				stage = "release"
-				conn.execute("SELECT fence_release(%s, %s)", (job, token))
 		except Exception as exc:  # noqa: BLE001 -- a broken connection or a server error
-			emit(fh, e="err", w=args.worker, cid=cid, stage=stage, st=sqlstate(exc),
+			emit(fh, e="err", w=args.worker, cid=cid, stage="claim", st=sqlstate(exc),
 				msg=(str(exc).splitlines() or [""])[0][:160])
+			time.sleep(0.1)
+			continue
+		if row is None:
+			emit(fh, e="held", w=args.worker, job=job)
+			time.sleep(rnd.uniform(0.02, 0.15))
+			continue
+		token, port, tl = row
+		emit(fh, e="claim", w=args.worker, cid=cid, job=job, tok=token, port=port, tl=tl, t0=t0)
+		# The handler: read, pause, write the counter under the token and the
+		# twin without it.  A broken connection does not end the execution:
+		# like a real worker, it reconnects (to whichever node is the leader
+		# now), reads again and writes with the same token, until 20 s after
+		# the claim.  What was acknowledged (or may have been) is not redone.
+		todo = ["p", "u"]
+		give_up = time.time() + 20
+		attempt = 0
+		while todo and running() and time.time() < give_up:
+			if broken(conn):
+				conn = connect(psycopg, args, fh)
+				if conn is None:
+					continue
+			attempt += 1
+			stage = "read"
 			try:
-				if conn is not None and not conn.broken:
-					conn.execute("ROLLBACK")
-			except Exception:  # noqa: BLE001
-				pass
-			if conn is not None and conn.broken:
+				wport, pn, un = conn.execute(
+					"SELECT inet_server_port(), p.n, u.n FROM counter p JOIN twin u USING (job) WHERE job = %s",
+					(job,)).fetchone()
+				time.sleep(rnd.uniform(0, 1.6 * args.lease))
+				for kind in list(todo):
+					wid = "%s-%s" % (cid, kind)
+					stage = "write-" + kind
+					tb = time.time()
+					try:
+						conn.execute("BEGIN")
+						if kind == "p":
+							conn.execute("SELECT fence_begin(%s, %s)", (job, token))
+							conn.execute("UPDATE counter SET n = %s WHERE job = %s", (pn + 1, job))
+						else:
+							conn.execute("UPDATE twin SET n = %s WHERE job = %s", (un + 1, job))
+						conn.execute("INSERT INTO inc_log VALUES (%s, %s, %s, %s)", (wid, kind, job, token))
+					except psycopg.Error as exc:
+						if conn.broken:
+							raise
+						st = sqlstate(exc)
+						fenced = bool(st) and st.startswith("5F")
+						emit(fh, e="refused" if fenced else "werr", w=args.worker, cid=cid,
+							wid=wid, kind=kind, job=job, tok=token, st=st, tb=tb, port=wport, attempt=attempt)
+						conn.execute("ROLLBACK")
+						if not fenced:
+							# read-only after a demotion, a timeout: another connection, another try
+							conn.close()
+							raise
+						todo.remove(kind)
+						continue
+					tc = time.time()
+					try:
+						conn.execute("COMMIT")
+					except psycopg.Error as exc:
+						todo.remove(kind)
+						emit(fh, e="unknown", w=args.worker, cid=cid, wid=wid, kind=kind, job=job, tok=token,
+							st=sqlstate(exc), tb=tb, tc=tc, port=wport, attempt=attempt)
+						raise
+					todo.remove(kind)
+					emit(fh, e="ack", w=args.worker, cid=cid, wid=wid, kind=kind, job=job, tok=token,
+						port=wport, tb=tb, tc=tc, attempt=attempt)
+				if rnd.random() < 0.5:
+					stage = "release"
+					conn.execute("SELECT fence_release(%s, %s)", (job, token))
+			except Exception as exc:  # noqa: BLE001 -- a broken connection or a server error
+				emit(fh, e="err", w=args.worker, cid=cid, stage=stage, st=sqlstate(exc),
+					msg=(str(exc).splitlines() or [""])[0][:160])
 				try:
-					conn.close()
+					if not broken(conn):
+						conn.execute("ROLLBACK")
 				except Exception:  # noqa: BLE001
 					pass
-				conn = None
-			time.sleep(0.1)
+				if conn is not None and conn.broken:
+					try:
+						conn.close()
+					except Exception:  # noqa: BLE001
+						pass
+					conn = None
+				time.sleep(0.1)
 	emit(fh, e="stop", w=args.worker)
 	if conn is not None:
 		conn.close()
@@ -304,6 +346,14 @@ def report(args):
 			print("    %s token %d of %s committed %.2fs after %s's claim of it with token %d (port %d tl %d) [%s]"
 				% (a["wid"], a["tok"], a["job"], a["tc"] - c["t"], c["cid"], c["tok"], c["port"], c["tl"],
 					phase_of(phases, a["t"])))
+
+	moved = collections.Counter()
+	cl_by_id = {e["cid"]: e for e in claims}
+	for e in evs:
+		if e["e"] in ("ack", "refused") and e.get("kind") == "p" and e.get("port") != cl_by_id[e["cid"]]["port"]:
+			moved[e["e"]] += 1
+	print("  protected writes retried on another node with the token of the first: %d acknowledged, %d refused"
+		% (moved["ack"], moved["refused"]))
 
 	# (3) the protected counter, (4) the twin
 	acked = {e["wid"]: e for e in acks}
