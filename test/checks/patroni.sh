@@ -69,7 +69,7 @@
 # expects fence to be installed in PG_CONFIG's PostgreSQL.
 #
 # fence-check-timeout: 720
-# fence-check-packages: patroni etcd-server etcd-client python3-psycopg
+# fence-check-packages: patroni python3-etcd etcd-server etcd-client python3-psycopg
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=test/lib.sh
