@@ -15,6 +15,8 @@ OBJS = \
 	intact.o \
 	protect.o \
 	prune.o \
+	refusal.o \
+	registry.o \
 	stats.o \
 	token.o \
 	xact.o

@@ -2,13 +2,19 @@
  *
  * claims.c
  *	  The claims registry: issuing fencing tokens, renewing and releasing
- *	  claims, and answering who holds a job.  Every write of fence_claims
- *	  happens here (fence_prune's deletes too, claims_prune_row), and so
- *	  does every read that decides or checks a claim.  Three readers that
- *	  decide nothing read it elsewhere, through SPI as the caller:
- *	  fence_prune's scan for candidates (prune.c, each then checked again
- *	  here under its locks), fence_advance's largest token (token.c) and
- *	  fence_audit (audit.c).
+ *	  claims, answering who holds a job, and so whether a token is its
+ *	  job's current claim (fence_hold_token, with the 5F001 and 5F004
+ *	  reports).  Every write of fence_claims happens here (fence_prune's
+ *	  deletes too, claims_prune_row), and so does every read that decides
+ *	  or checks a claim.  Three readers that decide nothing read it
+ *	  elsewhere, through SPI as the caller: fence_prune's scan for
+ *	  candidates (prune.c, each then checked again here under its locks),
+ *	  fence_advance's largest token (token.c) and fence_audit (audit.c).
+ *
+ * The locks that order a write against a takeover, and the counter the
+ * tokens come from, are token.c's, below this file: it takes them there
+ * and reads the registry here, so the question "is this token current?"
+ * has one owner.
  *
  * fence_claims holds one row per job, whose token is that job's current
  * claim.  Tokens come from one sequence for the whole database, so every
@@ -84,6 +90,52 @@ PG_FUNCTION_INFO_V1(fence_is_current);
 PG_FUNCTION_INFO_V1(fence_release_any);
 PG_FUNCTION_INFO_V1(fence_renew_any);
 
+/* What the registry's index read of one claim row returns */
+typedef struct ClaimRow
+{
+	char	   *job;
+	int64		token;
+	bool		released;
+	TimestampTz lease_expires_at;
+	ItemPointerData tid;		/* where the version read lies */
+} ClaimRow;
+
+/* What the registry says about a token. */
+typedef enum FenceTokenState
+{
+	FENCE_TOKEN_CURRENT,		/* the current, unreleased claim of its job */
+	FENCE_TOKEN_SUPERSEDED,		/* issued once, no longer current */
+	FENCE_TOKEN_NEVER_ISSUED	/* above the last token issued */
+} FenceTokenState;
+
+/* A token's validation result with what the error messages need. */
+typedef struct FenceTokenCheck
+{
+	FenceTokenState state;
+	char	   *job;			/* the job it is current for (CURRENT) */
+	char	   *released_job;	/* the job whose released claim it is */
+	bool		job_found;		/* the expected job has a claim row */
+	int64		job_token;		/* that row's token */
+	bool		job_released;	/* and whether it is released */
+	int64		last_issued;	/* NEVER_ISSUED: the counter's value */
+	const char *listed_job;		/* NEVER_ISSUED, but fence_claims lists it */
+} FenceTokenCheck;
+
+/*
+ * A value the counter has reached, for this catalog generation: a token at
+ * or below it was issued.  Read again only for a token above it, so most
+ * checks read no sequence.
+ */
+static int64 issued_floor = 0;
+static uint64 issued_floor_generation = 0;
+
+pg_noreturn static void report_not_current(FenceCatalog *cat, int64 token,
+										   const char *job);
+pg_noreturn static void report_token(int64 token, const char *job,
+									 FenceTokenCheck *check,
+									 bool never_issued_is_invalid);
+
+
 /* fence.notify_superseded */
 bool		fence_notify_superseded = false;
 
@@ -130,7 +182,7 @@ claims_slot_is_job(FenceCatalog *cat, TupleTableSlot *slot, const char *job)
 }
 
 /* Read one claim row, by job or by token, into *row. */
-bool
+static bool
 claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 {
 	Relation	rel = fence_open_claims(cat, AccessShareLock);
@@ -153,6 +205,174 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 	table_close(rel, AccessShareLock);
 	return found;
 }
+
+
+/*
+ * Is this token current?  The answer the guard, fence_begin and fence_once
+ * get before a write, from this registry, under the token's lock (token.c).
+ */
+/*
+ * Did this counter issue the token?  A registry row can name a token the
+ * counter never reached: one written by hand, or replicated from another
+ * database's fence_claims.  Such a token is forged here, whatever the row
+ * says.
+ */
+static bool
+token_was_issued(FenceCatalog *cat, int64 token)
+{
+	if (issued_floor_generation != cat->generation)
+	{
+		issued_floor = 0;
+		issued_floor_generation = cat->generation;
+	}
+	if (token <= issued_floor)
+		return true;
+	issued_floor = fence_last_token_issued(cat);
+	return token <= issued_floor;
+}
+
+/*
+ * Ask the registry about a token.  If expected_job is given, the token
+ * is current only if it is that job's claim, and the job's row is reported
+ * for the error message.  The caller must already hold the token's lock, or
+ * the answer may be stale by the time it acts on it.
+ */
+static void
+check_token(FenceCatalog *cat, int64 token, const char *expected_job,
+			FenceTokenCheck *result)
+{
+	ClaimRow	row;
+
+	memset(result, 0, sizeof(*result));
+
+	if (claims_fetch(cat, true, Int64GetDatum(token), &row))
+	{
+		if (!row.released &&
+			(expected_job == NULL || strcmp(row.job, expected_job) == 0))
+		{
+			if (token_was_issued(cat, token))
+			{
+				result->state = FENCE_TOKEN_CURRENT;
+				result->job = row.job;
+				return;
+			}
+			result->state = FENCE_TOKEN_NEVER_ISSUED;
+			result->listed_job = row.job;
+			result->last_issued = issued_floor;
+			return;
+		}
+		if (row.released)
+			result->released_job = row.job;
+	}
+
+	/* Not current: gather what the error message will say. */
+	if (expected_job != NULL &&
+		claims_fetch(cat, false, CStringGetTextDatum(expected_job), &row))
+	{
+		result->job_found = true;
+		result->job_token = row.token;
+		result->job_released = row.released;
+	}
+	result->last_issued = fence_last_token_issued(cat);
+	result->state = (token > result->last_issued) ?
+		FENCE_TOKEN_NEVER_ISSUED : FENCE_TOKEN_SUPERSEDED;
+}
+
+/*
+ * Raise the error for a token that is not its job's current claim.  The
+ * guard reports a never-issued token as invalid (5F004); the functions that
+ * name a job report every non-current token as superseded (5F001).
+ *
+ * The primary message names the job whenever fence knows it (job queues
+ * often keep only the message of a failed job), in one wording per
+ * condition; the detail says what the registry holds instead.
+ */
+static void
+report_token(int64 token, const char *job, FenceTokenCheck *check,
+			 bool never_issued_is_invalid)
+{
+	const char *known_job = job ? job : check->released_job;
+
+	if (check->state == FENCE_TOKEN_NEVER_ISSUED && check->listed_job != NULL)
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
+				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
+						token, check->listed_job),
+				 errdetail("fence_claims lists it as the claim of job \"%s\", but this database's counter never issued it: the last token issued is " INT64_FORMAT ".",
+						   check->listed_job, check->last_issued),
+				 errhint("A claim row written by hand, or replicated from another database, is not a claim here; see \"Logical replication\" in doc/fence.md.")));
+	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
+		ereport(ERROR,
+				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
+				 known_job ?
+				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
+						token, known_job) :
+				 errmsg("invalid fencing token " INT64_FORMAT, token),
+				 errdetail("No claim issued this token: the last token issued is " INT64_FORMAT ".",
+						   check->last_issued),
+				 errhint(FENCE_STOP_HINT)));
+
+	ereport(ERROR,
+			(errcode(fence_refused(ERRCODE_FENCE_SUPERSEDED)),
+			 known_job ?
+			 errmsg("fencing token " INT64_FORMAT " of job \"%s\" has been superseded",
+					token, known_job) :
+			 errmsg("fencing token " INT64_FORMAT " has been superseded", token),
+			 job == NULL && check->released_job != NULL ?
+			 errdetail("The claim of job \"%s\" by token " INT64_FORMAT " was released.",
+					   check->released_job, token) :
+			 job == NULL ?
+			 errdetail("No claim holds token " INT64_FORMAT ": a newer claim of its job replaced it, its claim was deleted, or the transaction that claimed it did not commit.",
+					   token) :
+			 !check->job_found ?
+			 errdetail("Job \"%s\" has no claim.", job) :
+			 check->job_released ?
+			 errdetail("The claim of job \"%s\" by token " INT64_FORMAT " was released.",
+					   job, check->job_token) :
+			 errdetail("Job \"%s\" is now held by token " INT64_FORMAT ".",
+					   job, check->job_token),
+			 errhint(FENCE_STOP_HINT)));
+	pg_unreachable();
+}
+
+/*
+ * Make sure the token is current, and the current claim of job if one is
+ * given, and that it stays so until the transaction ends: take its lock,
+ * ask the registry, raise the error if it is not, and remember it so the
+ * guard's later rows need not ask again.  Returns the token's job, in
+ * TopTransactionContext.
+ *
+ * For the guard (for_guard), a never-issued token is invalid (5F004).
+ */
+const char *
+fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
+				 bool for_guard)
+{
+	FenceTokenCheck check;
+	const char *held_job;
+
+	token_lock_against_takeover(token);
+	check_token(cat, token, job, &check);
+	if (check.state != FENCE_TOKEN_CURRENT)
+		report_token(token, job, &check, for_guard);
+	fence_xact_remember_token(token, cat->generation, check.job);
+	(void) fence_xact_token_validated(token, cat->generation, &held_job);
+	return held_job;
+}
+
+/*
+ * Report, as fence_hold_token would, a token that the caller found is not
+ * the current claim of job (fence_renew, whose UPDATE matched nothing).
+ */
+static void
+report_not_current(FenceCatalog *cat, int64 token, const char *job)
+{
+	FenceTokenCheck check;
+
+	check_token(cat, token, job, &check);
+	report_token(token, job, &check, false);
+}
+
 
 /* The registry functions' arguments, and the time they decide by. */
 typedef struct ClaimsParams
@@ -874,7 +1094,7 @@ fence_renew(PG_FUNCTION_ARGS)
 	token_lock_against_takeover(p.token);
 
 	if (!claims_update(cat, CLAIM_RENEW, &p, &expiry))
-		token_report_not_current(cat, p.token, p.job);
+		report_not_current(cat, p.token, p.job);
 
 	fence_xact_remember_token(p.token, cat->generation, p.job);
 	PG_RETURN_TIMESTAMPTZ(expiry);

@@ -4,51 +4,76 @@
  *	  Declarations shared by the parts of the fence extension.
  *
  * fence makes PostgreSQL the arbiter of fencing tokens for job workers.
- * The parts, each with one job:
+ * The parts, each with one job, floor by floor from the top down.  Calls
+ * run down only: a file calls files on the floors below it, never one on
+ * its own floor or above (test/checks/layers.py holds the tree to this
+ * list, in this order).
+ *
+ * The entry points: what SQL, the executor and the event triggers call.
+ *
+ *	ddl.c		the DDL checks: the event triggers refuse DDL that would
+ *				disarm a protected relation unless declared
+ *				(fence_allow_ddl, fence.allow_ddl), from the parse tree at
+ *				the start and from the catalog, by intact.c's definition,
+ *				at the end of every command; table_rewrite; sql_drop.  It
+ *				dispatches to follow.c
+ *	audit.c		fence_audit(): intact.c's findings and what no DDL check can
+ *				refuse (the counter, the claims, the registry), as rows
+ *	binding.c	the session binding: fence_begin, fence_begin_fresh
+ *	guard.c		the guard in its two forms: fence_guard() (before), and
+ *				fence_update_allowed() with fence_guard_after() (after); the
+ *				TRUNCATE refusal
+ *	effects.c	effect keys: fence_once and every write of fence_effects
+ *	prune.c		fence_prune_batch: deleting finished claims, under the locks
+ *				a takeover takes
+ *
+ * Protection following the data, and making it:
+ *
+ *	follow.c	the end of CREATE ... PARTITION OF, INHERITS, ATTACH,
+ *				DETACH, ENABLE TRIGGER ALL, a restore's CREATE TRIGGER of
+ *				the guard, and renames
+ *	protect.c	fence_protect(), fence_unprotect(), the triggers that carry
+ *				protection, and their creation across a partition or
+ *				inheritance tree
+ *	refusal.c	what the DDL checks share: the 5F006 refusal unless
+ *				declared, the test of a CREATE TRIGGER of fence's function,
+ *				the relations and triggers a command touched
+ *
+ * What "protected" means, and who holds a job:
+ *
+ *	intact.c	what "protected" means, once: the state a protected
+ *				relation, its tree and fence's event triggers must be in,
+ *				as findings that each caller words (protect.c, ddl.c,
+ *				audit.c)
+ *	claims.c	the claims registry (fence_claims): fence_claim, fence_renew,
+ *				fence_release, fence_current, fence_is_current; every write
+ *				of it and every read that decides a claim, and so "is this
+ *				token current?" (fence_hold_token) with the 5F001 and 5F004
+ *				reports
+ *
+ * The counter, the logs and the registry of protected relations:
+ *
+ *	token.c		the token counter and its lock tags: the locks that
+ *				serialise writers against takeovers, the counter's
+ *				histories (its moves at a restart, a promotion, a restore)
+ *				and crash gap, fence_advance
+ *	audit_log.c	the audit log, fence_audit_log: one row per change to
+ *				protection or declared DDL
+ *	registry.c	the protected-relations registry (fence_protected), read
+ *				and written, and the relation helpers everyone reads (names,
+ *				owner, parents, triggers); fence's statements run as the
+ *				owner of its tables
+ *
+ * The ground floor:
  *
  *	fence.c		module entry and settings; the catalog of fence's own objects
  *				(fence_catalog: its relations and functions, found from the
  *				schema the extension lives in, rebuilt after invalidations);
  *				the checks of SQL arguments; the mode and form names; running
  *				as a relation's owner
- *	claims.c	the claims registry (fence_claims): fence_claim, fence_renew,
- *				fence_release, fence_current, fence_is_current; every write
- *				of it and every read that decides a claim
- *	token.c		the token arbiter: the lock tags that serialise writers
- *				against takeovers, "is this token current?"
- *				(fence_hold_token), the 5F001 and 5F004 reports, the
- *				counter's histories (its moves at a restart, a promotion,
- *				a restore) and crash gap, fence_advance
- *	binding.c	the session binding: fence_begin, fence_begin_fresh
  *	xact.c		per-transaction state: the bound token and the tokens already
  *				validated and locked, kept correct across savepoints and
  *				catalog rebuilds
- *	guard.c		the guard in its two forms: fence_guard() (before), and
- *				fence_update_allowed() with fence_guard_after() (after); the
- *				TRUNCATE refusal
- *	protect.c	the protected-relations registry (fence_protected):
- *				fence_protect(), fence_unprotect(), the triggers that carry
- *				protection, and their creation across a partition or
- *				inheritance tree
- *	intact.c	what "protected" means, once: the state a protected
- *				relation, its tree and fence's event triggers must be in,
- *				as findings that each caller words (protect.c, ddl.c,
- *				audit.c)
- *	ddl.c		the DDL checks: the event triggers refuse DDL that would
- *				disarm a protected relation unless declared
- *				(fence_allow_ddl, fence.allow_ddl), from the parse tree at
- *				the start and from the catalog, by intact.c's definition,
- *				at the end of every command; table_rewrite; sql_drop
- *	follow.c	protection follows the data: the end of CREATE ... PARTITION
- *				OF, INHERITS, ATTACH, DETACH, ENABLE TRIGGER ALL, a restore's
- *				CREATE TRIGGER of the guard, and renames
- *	audit_log.c	the audit log, fence_audit_log: one row per change to
- *				protection or declared DDL
- *	audit.c		fence_audit(): intact.c's findings and what no DDL check can
- *				refuse (the counter, the claims, the registry), as rows
- *	prune.c		fence_prune_batch: deleting finished claims, under the locks
- *				a takeover takes
- *	effects.c	effect keys: fence_once and every write of fence_effects
  *	stats.c		refused writes counted by SQLSTATE and database, and the
  *				repeats fence_once absorbed, in shared memory when fence is
  *				in shared_preload_libraries
@@ -58,12 +83,6 @@
  * checks its writes, protect.c creates its triggers, intact.c says what
  * they must look like (its WHEN clause included), ddl.c refuses DDL that
  * departs from it and follow.c holds a restore's CREATE TRIGGER to it.
- *
- * Calls go one way: guard.c, binding.c, ddl.c, follow.c, audit.c and
- * effects.c call token.c, claims.c, protect.c and intact.c, which call
- * audit_log.c, xact.c and fence.c.  (token.c reads the registry through
- * claims.c, and claims.c takes token locks through token.c: the two are
- * one layer.)
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -81,6 +100,7 @@
 #include "nodes/pg_list.h"
 #include "storage/itemptr.h"
 #include "storage/lockdefs.h"
+#include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
@@ -273,25 +293,16 @@ extern void fence_become_owner(Oid owner, FenceSavedUser *saved);
 extern void fence_restore_user(const FenceSavedUser *saved);
 extern int	fence_trigger_depth(void);
 
-/* What the registry's index read of one claim row returns (claims.c). */
-typedef struct ClaimRow
-{
-	char	   *job;
-	int64		token;
-	bool		released;
-	TimestampTz lease_expires_at;
-	ItemPointerData tid;		/* where the version read lies */
-} ClaimRow;
-
 /* claims.c */
 #define FENCE_SUPERSEDED_CHANNEL "fence_superseded"
 extern bool fence_notify_superseded;
 extern void claims_refuse_on_standby(const char *what);
 extern bool claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 							 TimestampTz cutoff, int64 counts[4]);
-extern bool claims_fetch(FenceCatalog *cat, bool by_token, Datum key,
-						 ClaimRow *row);
 extern int64 claims_issue_token(FenceCatalog *cat, const char *job);
+extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
+									const char *job,
+									bool for_guard);
 
 /* token.c */
 extern bool token_lock_against_takeover(int64 token);
@@ -300,19 +311,13 @@ extern bool token_try_lock_for_takeover(int64 token);
 extern bool token_try_lock_job_for_claim(const char *job);
 extern void token_unlock_job(const char *job);
 extern void token_unlock_takeover(int64 token);
-extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
-									const char *job,
-									bool for_guard);
 extern void token_begin_history(FenceCatalog *cat);
 extern void token_wait_for_clock(int64 token);
 extern void token_make_durable(FenceCatalog *cat, int64 token, XLogRecPtr lsn);
 extern void token_move_counter(FenceCatalog *cat, int64 last_value,
 							   const char *why);
-pg_noreturn extern void token_report_not_current(FenceCatalog *cat,
-												 int64 token,
-												 const char *job);
 
-/* protect.c */
+/* registry.c */
 extern char *fence_rel_query_name(Oid relid);
 extern char *fence_rel_display_name(Oid relid);
 extern List *fence_rel_parents(Oid relid);
@@ -328,15 +333,21 @@ extern int	fence_spi_as_owner(FenceCatalog *cat, const char *table,
 extern bool fence_protected_lookup(FenceCatalog *cat, Oid relid,
 								   FenceRegistration *reg);
 extern bool fence_protected_any(FenceCatalog *cat);
+extern void fence_protected_put(FenceCatalog *cat, Oid relid,
+								const FenceRegistration *reg);
 extern void fence_protected_forget(FenceCatalog *cat, Oid relid);
+
+/* protect.c */
 extern void fence_protect_tree(FenceCatalog *cat, Oid relid,
 							   const FenceRegistration *reg);
 extern void fence_drop_guards(FenceCatalog *cat, Oid relid);
 extern void fence_heal_triggers(FenceCatalog *cat, Oid relid);
 
-/* ddl.c */
+/* refusal.c */
 extern bool fence_allow_ddl_setting;
 extern Oid	fence_rangevar_relid(RangeVar *rv);
+extern bool fence_ddl_declared(FenceCatalog *cat, Oid relid,
+							   const char *command);
 extern void fence_ddl_refuse(FenceCatalog *cat, Oid relid,
 							 const char *command, const char *why);
 extern void fence_ddl_refuse_with(FenceCatalog *cat, Oid relid,
@@ -348,7 +359,9 @@ extern void fence_ddl_refuse_trigger(FenceCatalog *cat, Oid relid,
 extern bool fence_trigger_is_canonical(FenceCatalog *cat,
 									   CreateTrigStmt *stmt, Oid fnoid,
 									   Oid relid);
+extern SPIPlanPtr fence_kept_plan(SPIPlanPtr *plan, const char *query);
 extern List *fence_ddl_command_relids(bool touched);
+extern List *fence_ddl_command_triggers(void);
 
 /* follow.c */
 extern bool fence_creates_child(Node *parsetree);

@@ -1,13 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * token.c
- *	  The token arbiter: what the guard and fence_begin ask before a write.
- *	  It owns the lock tags that keep a write and a takeover of the same job
- *	  from interleaving, the answer to "is this token its job's current
- *	  claim?" (fence_hold_token), the errors for a token that is not, the
- *	  counter's histories (how it moves at a restart, a promotion, a
- *	  restore or an upgrade, so that no token is issued twice) and crash
- *	  gap, and fence_advance().
+ *	  The token counter and its locks: the lock tags that keep a write and
+ *	  a takeover of the same job from interleaving, the counter's
+ *	  histories (how it moves at a restart, a promotion, a restore or an
+ *	  upgrade, so that no token is issued twice), its crash gap and
+ *	  durability, and fence_advance().  Whether a token is its job's
+ *	  current claim is the claims registry's to say (claims.c, above this
+ *	  file): nothing here reads fence_claims but fence_advance's largest
+ *	  token.
  *
  * Serialising writers against takeovers.  A writer (fence_begin, or the
  * guard validating a token) takes the token's lock in share mode before it
@@ -49,39 +50,6 @@
 
 PG_FUNCTION_INFO_V1(fence_advance);
 PG_FUNCTION_INFO_V1(fence_history_created);
-
-/* What the registry says about a token. */
-typedef enum FenceTokenState
-{
-	FENCE_TOKEN_CURRENT,		/* the current, unreleased claim of its job */
-	FENCE_TOKEN_SUPERSEDED,		/* issued once, no longer current */
-	FENCE_TOKEN_NEVER_ISSUED	/* above the last token issued */
-} FenceTokenState;
-
-/* A token's validation result with what the error messages need. */
-typedef struct FenceTokenCheck
-{
-	FenceTokenState state;
-	char	   *job;			/* the job it is current for (CURRENT) */
-	char	   *released_job;	/* the job whose released claim it is */
-	bool		job_found;		/* the expected job has a claim row */
-	int64		job_token;		/* that row's token */
-	bool		job_released;	/* and whether it is released */
-	int64		last_issued;	/* NEVER_ISSUED: the counter's value */
-	const char *listed_job;		/* NEVER_ISSUED, but fence_claims lists it */
-} FenceTokenCheck;
-
-/*
- * A value the counter has reached, for this catalog generation: a token at
- * or below it was issued.  Read again only for a token above it, so most
- * checks read no sequence.
- */
-static int64 issued_floor = 0;
-static uint64 issued_floor_generation = 0;
-
-pg_noreturn static void report_token(int64 token, const char *job,
-									 FenceTokenCheck *check,
-									 bool never_issued_is_invalid);
 
 /*
  * Lock tags.  Tokens are unique bigints, so the token lock is exact.  The
@@ -556,168 +524,6 @@ token_make_durable(FenceCatalog *cat, int64 token, XLogRecPtr lsn)
 		pending_token = token;
 		pending_lsn = lsn;
 	}
-}
-
-/*
- * Did this counter issue the token?  A registry row can name a token the
- * counter never reached: one written by hand, or replicated from another
- * database's fence_claims.  Such a token is forged here, whatever the row
- * says.
- */
-static bool
-token_was_issued(FenceCatalog *cat, int64 token)
-{
-	if (issued_floor_generation != cat->generation)
-	{
-		issued_floor = 0;
-		issued_floor_generation = cat->generation;
-	}
-	if (token <= issued_floor)
-		return true;
-	issued_floor = fence_last_token_issued(cat);
-	return token <= issued_floor;
-}
-
-/*
- * Ask the registry about a token.  If expected_job is given, the token
- * is current only if it is that job's claim, and the job's row is reported
- * for the error message.  The caller must already hold the token's lock, or
- * the answer may be stale by the time it acts on it.
- */
-static void
-check_token(FenceCatalog *cat, int64 token, const char *expected_job,
-			FenceTokenCheck *result)
-{
-	ClaimRow	row;
-
-	memset(result, 0, sizeof(*result));
-
-	if (claims_fetch(cat, true, Int64GetDatum(token), &row))
-	{
-		if (!row.released &&
-			(expected_job == NULL || strcmp(row.job, expected_job) == 0))
-		{
-			if (token_was_issued(cat, token))
-			{
-				result->state = FENCE_TOKEN_CURRENT;
-				result->job = row.job;
-				return;
-			}
-			result->state = FENCE_TOKEN_NEVER_ISSUED;
-			result->listed_job = row.job;
-			result->last_issued = issued_floor;
-			return;
-		}
-		if (row.released)
-			result->released_job = row.job;
-	}
-
-	/* Not current: gather what the error message will say. */
-	if (expected_job != NULL &&
-		claims_fetch(cat, false, CStringGetTextDatum(expected_job), &row))
-	{
-		result->job_found = true;
-		result->job_token = row.token;
-		result->job_released = row.released;
-	}
-	result->last_issued = fence_last_token_issued(cat);
-	result->state = (token > result->last_issued) ?
-		FENCE_TOKEN_NEVER_ISSUED : FENCE_TOKEN_SUPERSEDED;
-}
-
-/*
- * Raise the error for a token that is not its job's current claim.  The
- * guard reports a never-issued token as invalid (5F004); the functions that
- * name a job report every non-current token as superseded (5F001).
- *
- * The primary message names the job whenever fence knows it (job queues
- * often keep only the message of a failed job), in one wording per
- * condition; the detail says what the registry holds instead.
- */
-static void
-report_token(int64 token, const char *job, FenceTokenCheck *check,
-			 bool never_issued_is_invalid)
-{
-	const char *known_job = job ? job : check->released_job;
-
-	if (check->state == FENCE_TOKEN_NEVER_ISSUED && check->listed_job != NULL)
-		ereport(ERROR,
-				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
-				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
-						token, check->listed_job),
-				 errdetail("fence_claims lists it as the claim of job \"%s\", but this database's counter never issued it: the last token issued is " INT64_FORMAT ".",
-						   check->listed_job, check->last_issued),
-				 errhint("A claim row written by hand, or replicated from another database, is not a claim here; see \"Logical replication\" in doc/fence.md.")));
-	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
-		ereport(ERROR,
-				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
-				 known_job ?
-				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
-						token, known_job) :
-				 errmsg("invalid fencing token " INT64_FORMAT, token),
-				 errdetail("No claim issued this token: the last token issued is " INT64_FORMAT ".",
-						   check->last_issued),
-				 errhint(FENCE_STOP_HINT)));
-
-	ereport(ERROR,
-			(errcode(fence_refused(ERRCODE_FENCE_SUPERSEDED)),
-			 known_job ?
-			 errmsg("fencing token " INT64_FORMAT " of job \"%s\" has been superseded",
-					token, known_job) :
-			 errmsg("fencing token " INT64_FORMAT " has been superseded", token),
-			 job == NULL && check->released_job != NULL ?
-			 errdetail("The claim of job \"%s\" by token " INT64_FORMAT " was released.",
-					   check->released_job, token) :
-			 job == NULL ?
-			 errdetail("No claim holds token " INT64_FORMAT ": a newer claim of its job replaced it, its claim was deleted, or the transaction that claimed it did not commit.",
-					   token) :
-			 !check->job_found ?
-			 errdetail("Job \"%s\" has no claim.", job) :
-			 check->job_released ?
-			 errdetail("The claim of job \"%s\" by token " INT64_FORMAT " was released.",
-					   job, check->job_token) :
-			 errdetail("Job \"%s\" is now held by token " INT64_FORMAT ".",
-					   job, check->job_token),
-			 errhint(FENCE_STOP_HINT)));
-	pg_unreachable();
-}
-
-/*
- * Make sure the token is current, and the current claim of job if one is
- * given, and that it stays so until the transaction ends: take its lock,
- * ask the registry, raise the error if it is not, and remember it so the
- * guard's later rows need not ask again.  Returns the token's job, in
- * TopTransactionContext.
- *
- * For the guard (for_guard), a never-issued token is invalid (5F004).
- */
-const char *
-fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
-				 bool for_guard)
-{
-	FenceTokenCheck check;
-	const char *held_job;
-
-	token_lock_against_takeover(token);
-	check_token(cat, token, job, &check);
-	if (check.state != FENCE_TOKEN_CURRENT)
-		report_token(token, job, &check, for_guard);
-	fence_xact_remember_token(token, cat->generation, check.job);
-	(void) fence_xact_token_validated(token, cat->generation, &held_job);
-	return held_job;
-}
-
-/*
- * Report, as fence_hold_token would, a token that the caller found is not
- * the current claim of job (fence_renew, whose UPDATE matched nothing).
- */
-void
-token_report_not_current(FenceCatalog *cat, int64 token, const char *job)
-{
-	FenceTokenCheck check;
-
-	check_token(cat, token, job, &check);
-	report_token(token, job, &check, false);
 }
 
 /*
