@@ -435,7 +435,7 @@ class Background(Base):
 
 class ProgrammerErrors(Base):
     def test_not_fenced(self):
-        """programmer errors are not Fenced: a text or bool lease (TypeError, no claim made), a zero lease (22023), an unknown schema (psycopg error), once() outside job.transaction(), claim() and transaction() inside an open transaction (ProgrammingError), an error in the block (22012: rolled back, superseded clear)"""
+        """programmer errors are not Fenced: a text or bool lease (TypeError, no claim made), a zero lease (22023), an unknown schema (psycopg error), a database without fence (LookupError), once() outside job.transaction(), claim() and transaction() inside an open transaction (ProgrammingError), an error in the block (22012: rolled back, superseded clear)"""
         conn = connect()
         for bad in ("30 seconds", True, None):
             with self.assertRaises(TypeError):
@@ -451,6 +451,11 @@ class ProgrammerErrors(Base):
             with fence.claim(conn, "count:bad", 30, schema="no_such_schema"):
                 pass
         self.assertFalse((cm.exception.sqlstate or "").startswith("5F"))
+        elsewhere = connect(dbname="postgres")  # fence is not installed there
+        with self.assertRaises(LookupError):
+            with fence.claim(elsewhere, "count:bad", 30):
+                pass
+        elsewhere.close()
         self.seed("bad")
         with fence.claim(conn, "count:bad", 30) as job:
             with self.assertRaises(psycopg.ProgrammingError):
