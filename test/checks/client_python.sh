@@ -66,7 +66,7 @@ trap cleanup EXIT
 mkdir -p "$dir" "$out"
 chown postgres:postgres "$dir" "$out"
 # the client as its own copy, so that no __pycache__ lands in the tree
-cp -a "$client" "$work/client" && chown -R postgres:postgres "$work/client" ||
+{ cp -a "$client" "$work/client" && chown -R postgres:postgres "$work/client"; } ||
 	fence_die "cannot copy $client"
 
 fence_cluster_init "$dir" "$port" "max_connections = 40" || exit 1
