@@ -287,6 +287,34 @@ report_counter(Report *r, int64 *last_issued)
 }
 
 /*
+ * The worker API granted to PUBLIC: any role that can log in may then
+ * claim, take over, hold and release jobs.  A new install grants it to no
+ * role; an update from 1.0 keeps 1.0's grants until they are moved.  Under
+ * 1.0's SQL objects (no fence_worker_functions) there is nothing to read.
+ */
+static void
+report_worker_grants(Report *r)
+{
+	if (!OidIsValid(fence_find_function(r->cat.nspid, "fence_worker_functions", 0, NULL)))
+		return;
+	SPI_execute(psprintf("SELECT pg_catalog.string_agg(f::pg_catalog.text, ', ') "
+						 "FROM %s() f JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) f "
+						 "WHERE EXISTS (SELECT FROM pg_catalog.aclexplode(COALESCE(p.proacl, "
+						 "pg_catalog.acldefault('f', p.proowner))) a "
+						 "WHERE a.grantee OPERATOR(pg_catalog.=) 0 "
+						 "AND a.privilege_type OPERATOR(pg_catalog.=) 'EXECUTE')",
+						 ext_name(r, "fence_worker_functions", false)),
+				true, 0);
+	if (SPI_processed != 1 || spi_isnull(0, 1))
+		return;
+	emit(r, "warning", InvalidOid,
+		 psprintf("EXECUTE on the worker API is granted to PUBLIC (%s): any role that can log in may claim, take over and release jobs",
+				  spi_text(0, 1)),
+		 psprintf("Grant each worker role with SELECT %s('role'); then revoke the worker API from PUBLIC (doc/fence.md section 7).",
+				  ext_name(r, "fence_grant_worker", false)));
+}
+
+/*
  * Registry rows of relations that do not exist.  fence_sql_drop removes
  * the registry row of a dropped table and writes its 'drop' row to
  * fence_audit_log in the same transaction, so a registry row left behind
@@ -954,6 +982,7 @@ fence_audit_report(PG_FUNCTION_ARGS)
 
 	report_event_triggers(&r);
 	report_missing_relations(&r);
+	report_worker_grants(&r);
 
 	r.members = read_members(&r);
 	foreach(lc, r.members)

@@ -21,6 +21,12 @@
  * token is greater than every token issued before it, for any job, and a
  * token above the sequence's last value was never issued at all.
  *
+ * Who may act on a claim is one rule (claims_caller_may): the role that
+ * made it and its members, superusers, and supervisors.  It is checked
+ * before renewing or releasing the claim and before taking its token's
+ * lock for a transaction (fence_hold_token: fence_begin, the guard,
+ * fence_once), so no stranger can end, extend or hold another's claim.
+ *
  * One snapshot rule for every read and write that decides or records a
  * claim: the latest snapshot, never the transaction's.  fence's own job and
  * token locks (token.c) give the order, and a REPEATABLE READ or
@@ -97,6 +103,7 @@ typedef struct ClaimRow
 	int64		token;
 	bool		released;
 	TimestampTz lease_expires_at;
+	char	   *claimed_by;		/* the role that made it, or NULL */
 	ItemPointerData tid;		/* where the version read lies */
 } ClaimRow;
 
@@ -198,6 +205,14 @@ claims_fetch(FenceCatalog *cat, bool by_token, Datum key, ClaimRow *row)
 		row->released = DatumGetBool(slot_getattr(slot, cat->att_released, &isnull));
 		row->lease_expires_at = DatumGetTimestampTz(slot_getattr(slot, cat->att_lease_expires_at,
 																 &isnull));
+		row->claimed_by = NULL;
+		if (cat->att_claimed_by != InvalidAttrNumber)
+		{
+			Datum		d = slot_getattr(slot, cat->att_claimed_by, &isnull);
+
+			if (!isnull)
+				row->claimed_by = TextDatumGetCString(d);
+		}
 		row->tid = slot->tts_tid;
 	}
 
@@ -336,6 +351,60 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
 }
 
 /*
+ * The rule for who may act on a claim: the role that made it (maker) and
+ * its members, superusers, and the supervisors of that kind of act (roles
+ * granted EXECUTE on any_fn, fence_renew_any or fence_release_any).  A
+ * claim made before 1.1 (no maker) is anyone's, as it was.
+ */
+static bool
+claims_caller_may(const char *maker, Oid caller, Oid any_fn)
+{
+	Oid			maker_oid;
+
+	if (maker == NULL || superuser_arg(caller))
+		return true;
+	maker_oid = get_role_oid(maker, true);
+	if (OidIsValid(maker_oid) && is_member_of_role(caller, maker_oid))
+		return true;
+	return OidIsValid(any_fn) &&
+		object_aclcheck_proc_compat(any_fn, caller, ACL_EXECUTE) == ACLCHECK_OK;
+}
+
+/*
+ * May the caller hold this token's lock for the rest of its transaction
+ * (fence_begin, a write that carries the token, fence_once)?  Holding it
+ * keeps every takeover of the job waiting, so it takes what renewing the
+ * claim takes (claims_caller_may, with fence_renew_any for the
+ * supervisors).  Decided before the lock is taken, so that a refused
+ * caller holds nothing, on the claim row the token's index finds: its
+ * maker never changes, and a token whose row is gone, released, never
+ * written or another job's than the one named is not current, which the
+ * check under the lock then reports (and the error ends the lock).
+ */
+static void
+claims_check_holder(FenceCatalog *cat, int64 token, const char *job)
+{
+	ClaimRow	row;
+	Oid			caller;
+
+	if (cat->att_claimed_by == InvalidAttrNumber ||
+		!claims_fetch(cat, true, Int64GetDatum(token), &row) ||
+		row.released || row.claimed_by == NULL ||
+		(job != NULL && strcmp(row.job, job) != 0))
+		return;
+	caller = GetUserId();
+	if (claims_caller_may(row.claimed_by, caller, cat->renew_any_fn))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to hold fencing token " INT64_FORMAT " of job \"%s\"",
+					token, row.job),
+			 errdetail("The claim was made by role \"%s\"; role \"%s\" is not a member of it.",
+					   row.claimed_by, GetUserNameFromId(caller, false)),
+			 errhint("Holding a token (fence_begin, a write that carries it, fence_once) keeps takeovers of its job waiting. Members of the claiming role may, and so may superusers and roles granted EXECUTE on fence_renew_any(text, interval).")));
+}
+
+/*
  * Make sure the token is current, and the current claim of job if one is
  * given, and that it stays so until the transaction ends: take its lock,
  * ask the registry, raise the error if it is not, and remember it so the
@@ -351,6 +420,7 @@ fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
 	FenceTokenCheck check;
 	const char *held_job;
 
+	claims_check_holder(cat, token, job);
 	token_lock_against_takeover(token);
 	check_token(cat, token, job, &check);
 	if (check.state != FENCE_TOKEN_CURRENT)
@@ -508,21 +578,17 @@ claims_row_allows(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 }
 
 /*
- * May the caller renew or release this claim?  Its maker's role, and any
- * member of it, may; so may a superuser, and a role granted EXECUTE on
- * fence_renew_any or fence_release_any (a supervisor).  A claim made
- * before 1.1 (no claimed_by) is anyone's, as it was.
+ * May the caller renew or release this claim?  claims_caller_may's rule,
+ * with fence_renew_any or fence_release_any for the supervisors.
  */
 static void
 claims_check_caller(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p,
 					TupleTableSlot *slot)
 {
 	bool		renew = (change == CLAIM_RENEW);
-	Oid			any_fn = renew ? cat->renew_any_fn : cat->release_any_fn;
 	bool		isnull;
 	Datum		datum;
 	char	   *maker;
-	Oid			maker_oid;
 
 	if ((change != CLAIM_RENEW && change != CLAIM_RELEASE) ||
 		cat->att_claimed_by == InvalidAttrNumber)
@@ -531,11 +597,8 @@ claims_check_caller(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p
 	if (isnull)
 		return;
 	maker = TextDatumGetCString(datum);
-	maker_oid = get_role_oid(maker, true);
-	if ((OidIsValid(maker_oid) && is_member_of_role(p->caller, maker_oid)) ||
-		superuser_arg(p->caller) ||
-		(OidIsValid(any_fn) &&
-		 object_aclcheck_proc_compat(any_fn, p->caller, ACL_EXECUTE) == ACLCHECK_OK))
+	if (claims_caller_may(maker, p->caller,
+						  renew ? cat->renew_any_fn : cat->release_any_fn))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -609,3 +609,100 @@ CREATE FUNCTION fence_history_created() RETURNS pg_catalog.void
 	AS 'MODULE_PATHNAME' LANGUAGE C STRICT;
 SELECT @extschema@.fence_history_created();
 DROP FUNCTION fence_history_created();
+
+--
+-- Workers.  The worker API is the functions that claim, renew, bind, take
+-- over, release or record an effect key: whoever may call them may take a
+-- job from its worker or keep it from one.  fence_worker_functions() is
+-- that list, written once: by name, so that every overload of these names,
+-- in this version and later ones, belongs to it.  fence_grant_worker and
+-- fence_revoke_worker grant or revoke EXECUTE on exactly that list, and
+-- only a superuser or fence's owner (the role that owns fence_claims, or a
+-- role with its privileges) may call them; each call leaves a row in
+-- fence_audit_log.  They run as the caller: GRANT itself then checks that
+-- the caller may grant.
+--
+CREATE FUNCTION fence_worker_functions()
+RETURNS SETOF pg_catalog.regprocedure
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+	SELECT p.oid::pg_catalog.regprocedure
+	  FROM pg_catalog.pg_proc p
+	 WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
+	   AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['fence_claim', 'fence_renew',
+		   'fence_release', 'fence_begin', 'fence_once']::pg_catalog.name[])
+	 ORDER BY p.proname, p.oid
+$$;
+
+CREATE FUNCTION fence_set_worker(role pg_catalog.regrole, grant_it pg_catalog.bool)
+RETURNS void
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	owner pg_catalog.oid;
+	fns pg_catalog.text;
+BEGIN
+	IF role IS NULL THEN
+		RAISE EXCEPTION 'role must not be null' USING ERRCODE = '22004';
+	END IF;
+	IF role OPERATOR(pg_catalog.=) 0 THEN
+		RAISE EXCEPTION 'role must name a role' USING ERRCODE = '22023';
+	END IF;
+	SELECT c.relowner INTO owner FROM pg_catalog.pg_class c
+	 WHERE c.oid OPERATOR(pg_catalog.=) '@extschema@.fence_claims'::pg_catalog.regclass;
+	IF NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r
+			 WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+	   AND NOT pg_catalog.pg_has_role(CURRENT_USER, owner, 'USAGE') THEN
+		RAISE EXCEPTION 'permission denied to % role %',
+			CASE WHEN grant_it THEN 'grant the worker functions to'
+				 ELSE 'revoke the worker functions from' END, role
+			USING ERRCODE = '42501',
+				  DETAIL = pg_catalog.format('Only superusers and fence''s owner, role %s, may.',
+											 owner::pg_catalog.regrole),
+				  HINT = 'Ask a superuser to run it.';
+	END IF;
+	SELECT pg_catalog.string_agg(f::pg_catalog.text, ', ') INTO fns
+	  FROM @extschema@.fence_worker_functions() f;
+	EXECUTE pg_catalog.format(CASE WHEN grant_it THEN 'GRANT EXECUTE ON FUNCTION %s TO %s'
+								   ELSE 'REVOKE EXECUTE ON FUNCTION %s FROM %s' END,
+							  fns, role);
+	INSERT INTO @extschema@.fence_audit_log (action, detail)
+	VALUES (CASE WHEN grant_it THEN 'grant_worker' ELSE 'revoke_worker' END,
+			pg_catalog.format('EXECUTE on %s %s role %s', fns,
+							  CASE WHEN grant_it THEN 'granted to' ELSE 'revoked from' END,
+							  role));
+END
+$$;
+
+CREATE FUNCTION fence_grant_worker(role pg_catalog.regrole)
+RETURNS void
+LANGUAGE sql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.fence_set_worker(role, true) $$;
+
+CREATE FUNCTION fence_revoke_worker(role pg_catalog.regrole)
+RETURNS void
+LANGUAGE sql VOLATILE CALLED ON NULL INPUT
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.fence_set_worker(role, false) $$;
+
+-- Their own check refuses everyone else; no need to offer them to PUBLIC.
+REVOKE ALL ON FUNCTION fence_set_worker(pg_catalog.regrole, pg_catalog.bool) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence_grant_worker(pg_catalog.regrole) FROM PUBLIC;
+REVOKE ALL ON FUNCTION fence_revoke_worker(pg_catalog.regrole) FROM PUBLIC;
+
+-- A new install grants the worker API to no role (as pg_cron and
+-- pg_stat_statements_reset() do): a role that can merely log in cannot
+-- claim, take over, hold or release a job.  fence_grant_worker(role) is the
+-- one call that lets a worker role in.
+DO $$
+DECLARE
+	f pg_catalog.regprocedure;
+BEGIN
+	FOR f IN SELECT * FROM @extschema@.fence_worker_functions() LOOP
+		EXECUTE pg_catalog.format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', f);
+	END LOOP;
+END
+$$;

@@ -38,6 +38,10 @@ CREATE ROLE fence_regress_audit_owner;
 CREATE ROLE fence_regress_audit_member IN ROLE fence_regress_audit_owner;
 CREATE ROLE fence_regress_audit_other;
 CREATE ROLE fence_regress_audit_super SUPERUSER;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_audit_owner');
+SELECT fence_grant_worker('fence_regress_audit_member');
+SELECT fence_grant_worker('fence_regress_audit_other');
 GRANT CREATE ON SCHEMA public TO fence_regress_audit_owner;
 
 -- fence_audit's rows in a fixed order, relations by name.

@@ -36,6 +36,11 @@ CREATE EXTENSION fence;
 \set VERBOSITY sqlstate
 
 CREATE ROLE fence_regress_bis_worker;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_bis_worker');
+-- the superuser makes the claims below and the worker binds them, as a
+-- supervisor may (a member of the claiming role would too)
+GRANT EXECUTE ON FUNCTION fence_renew_any(text, interval) TO fence_regress_bis_worker;
 
 CREATE TEMP TABLE tok (name text PRIMARY KEY, t bigint UNIQUE);
 INSERT INTO tok SELECT 'te', fence_claim('bis-early', '1 hour') RETURNING t AS te \gset
@@ -500,5 +505,7 @@ DROP TABLE acct, stock, stock_ret;
 DROP FUNCTION bind_job(), bind_note(text), bind_fresh(), bind_in_body(), keep_row(),
   handler(text), handler_sql(text), bind_while_writing();
 DROP PROCEDURE handler_proc(text), bind_while_writing_proc();
+SELECT fence_revoke_worker('fence_regress_bis_worker');
+REVOKE EXECUTE ON FUNCTION fence_renew_any(text, interval) FROM fence_regress_bis_worker;
 DROP ROLE fence_regress_bis_worker;
 DROP EXTENSION fence;

@@ -45,6 +45,15 @@ CREATE ROLE fence_regress_capi_supervisor;
 CREATE ROLE fence_regress_capi_releaser;
 CREATE ROLE fence_regress_capi_long LOGIN;
 CREATE ROLE fence_regress_capi_gone;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_capi_w1');
+SELECT fence_grant_worker('fence_regress_capi_w2');
+SELECT fence_grant_worker('fence_regress_capi_member');
+SELECT fence_grant_worker('fence_regress_capi_stranger');
+SELECT fence_grant_worker('fence_regress_capi_supervisor');
+SELECT fence_grant_worker('fence_regress_capi_releaser');
+SELECT fence_grant_worker('fence_regress_capi_long');
+SELECT fence_grant_worker('fence_regress_capi_gone');
 
 -- fence's locks held by this session (section 6: 0x4601 tokens, 0x4602 jobs)
 CREATE VIEW fence_locks_held AS
@@ -207,8 +216,8 @@ SELECT fence_renew('no-such-job', :tw1);
 SELECT fence_release_any('w1-job');
 SELECT fence_renew_any('w1-job', '1 hour');
 SELECT fence_renew_any('w1-job');
--- binding the token is not restricted: fencing orders writers, GRANT
--- authorizes them (section 7)
+-- binding the token is restricted as renewing it is: holding its lock
+-- would keep every takeover of the job waiting (section 7)
 BEGIN;
 SELECT fence_begin('w1-job', :tw1);
 ROLLBACK;
@@ -324,6 +333,7 @@ SET ROLE fence_regress_capi_gone;
 SELECT fence_claim('orphan-1', '1 hour') AS torph1 \gset
 SELECT fence_claim('orphan-2', '1 hour') AS torph2 \gset
 RESET ROLE;
+SELECT fence_revoke_worker('fence_regress_capi_gone');
 DROP ROLE fence_regress_capi_gone;
 SELECT job, claimed_by FROM fence_claims WHERE job IN ('legacy', 'orphan-1', 'orphan-2') ORDER BY job;
 SET ROLE fence_regress_capi_stranger;

@@ -44,6 +44,8 @@ CREATE EXTENSION fence;
 \set VERBOSITY sqlstate
 
 CREATE ROLE fence_regress_allow_owner;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_allow_owner');
 GRANT CREATE ON SCHEMA public TO fence_regress_allow_owner;
 
 -- The audit rows written since the last call (not the timestamp).

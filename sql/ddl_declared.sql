@@ -35,6 +35,10 @@ CREATE EXTENSION fence;
 CREATE ROLE fence_regress_decl_owner;
 CREATE ROLE fence_regress_decl_member IN ROLE fence_regress_decl_owner;
 CREATE ROLE fence_regress_decl_other;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_decl_owner');
+SELECT fence_grant_worker('fence_regress_decl_member');
+SELECT fence_grant_worker('fence_regress_decl_other');
 GRANT CREATE ON SCHEMA public TO fence_regress_decl_owner;
 
 -- The audit rows written since the last call.

@@ -36,6 +36,9 @@ CREATE EXTENSION fence;
 
 CREATE ROLE fence_regress_ddl_owner;
 CREATE ROLE fence_regress_ddl_trigger;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_ddl_owner');
+SELECT fence_grant_worker('fence_regress_ddl_trigger');
 GRANT CREATE ON SCHEMA public TO fence_regress_ddl_owner;
 
 -- What a table looks like: its triggers (function, firing state), columns

@@ -238,6 +238,8 @@ SELECT count(*) AS successors FROM q WHERE job = 'job-e-next';
 -- (g) privileges, a DBA's trigger, config dump
 --
 CREATE ROLE fence_regress_effects_w;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_effects_w');
 GRANT SELECT, INSERT ON tok TO fence_regress_effects_w;
 SET ROLE fence_regress_effects_w;
 INSERT INTO tok SELECT 'w1', fence_claim('job-w', '1 hour');

@@ -26,6 +26,8 @@ CREATE EXTENSION fence;
 \set VERBOSITY sqlstate
 
 CREATE ROLE fence_regress_hardening;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_hardening');
 CREATE TABLE acct (id int PRIMARY KEY, balance int NOT NULL, writer_epoch bigint);
 INSERT INTO acct VALUES (1, 100, NULL), (2, 200, NULL);
 SELECT fence_protect('acct', 'writer_epoch', 'repeat');

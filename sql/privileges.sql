@@ -11,6 +11,8 @@ CREATE EXTENSION fence;
 
 CREATE ROLE fence_regress_worker;
 CREATE ROLE fence_regress_owner;
+-- the worker API is granted to no role until fence_grant_worker
+SELECT fence_grant_worker('fence_regress_worker');
 GRANT CREATE ON SCHEMA public TO fence_regress_owner;
 
 -- The functions: signatures, security and search_path settings, and not

@@ -86,7 +86,7 @@ use Test::More;
 use Time::HiRes qw(time sleep);
 
 our @EXPORT = qw(fence_node soak fence_forms protect_sql build_fence_load proc_state
-  fence_catalog_sql catalog_diff);
+  fence_catalog_sql catalog_diff worker_init_privs_re without_worker_init_privs);
 
 # fault-test ports, from /work/notes/CONVENTIONS.md: 54330-54339
 my $port_base = $ENV{FENCE_TEST_PORT_BASE} // 54330;
@@ -366,6 +366,27 @@ sub catalog_diff
 	my $rc = $? >> 8;
 	die "diff failed (exit $rc): $err" if $rc > 1;
 	return $out;
+}
+
+# The one difference between a database created at 1.1 and one updated
+# from 1.0 that is there by design: fence--1.1.sql grants the worker API
+# (fence_worker_functions()) to no role, which pg_init_privs records, while
+# the update keeps PostgreSQL's default, EXECUTE for PUBLIC, and records
+# nothing.  A regex for those lines of a description, the names read from
+# the database; and a description without them.
+sub worker_init_privs_re
+{
+	my ($node, $db) = @_;
+	my $names = $node->safe_psql($db, q{
+SELECT string_agg(DISTINCT p.proname, '|')
+  FROM fence_worker_functions() f JOIN pg_proc p ON p.oid = f});
+	return qr/^initial privileges: of function ($names)\(/;
+}
+
+sub without_worker_init_privs
+{
+	my ($re, $catalog) = @_;
+	return join("\n", grep { $_ !~ $re } split /\n/, $catalog);
 }
 
 # one-letter process state from /proc (R, S, T = stopped, Z, ...)

@@ -73,6 +73,8 @@ CREATE DATABASE fuzz OWNER smith;
 EOF
 psql_db -d fuzz >"$dir/setup.out" <<'EOF' || { cat "$dir/setup.out"; exit 1; }
 CREATE EXTENSION fence;
+-- the worker API is granted to no role on a new install
+SELECT fence_grant_worker('smith');
 SET ROLE smith;
 CREATE TABLE inventory (sku int PRIMARY KEY, qty int NOT NULL, note text,
                         writer_epoch bigint NOT NULL DEFAULT 0);
