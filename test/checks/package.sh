@@ -249,9 +249,15 @@ state()
 	sed -n 's/^\(psql:[^ ]* \)\{0,1\}ERROR: *\([0-9A-Z]\{5\}\)$/\2/p' <<<"$out" | head -n 1
 }
 val "CREATE DATABASE pkg_upgrade" >/dev/null
+# The update keeps 1.0's EXECUTE for PUBLIC on the worker functions and
+# says so with a WARNING (fence--1.0--1.1.sql); the version is read apart
+# from what the update printed.
+upgrade_out=$(val "CREATE EXTENSION fence VERSION '1.0'" pkg_upgrade; val "ALTER EXTENSION fence UPDATE" pkg_upgrade)
 check "packaged scripts: CREATE EXTENSION fence VERSION '1.0', ALTER EXTENSION fence UPDATE -> $default" \
-	"$(val "CREATE EXTENSION fence VERSION '1.0'" pkg_upgrade; val "ALTER EXTENSION fence UPDATE; SELECT extversion FROM pg_extension WHERE extname = 'fence'" pkg_upgrade)" \
+	"$(val "SELECT extversion FROM pg_extension WHERE extname = 'fence'" pkg_upgrade)" \
 	"$default"
+check "the packaged update warns that PUBLIC keeps EXECUTE on the worker functions" \
+	"$(grep -c '^WARNING:  fence 1.1 keeps EXECUTE on its worker functions granted to PUBLIC' <<<"$upgrade_out")" 1
 val "CREATE DATABASE pkg_fence" >/dev/null
 val "CREATE EXTENSION fence;
      CREATE TABLE t (id int PRIMARY KEY, result text, writer_epoch bigint NOT NULL DEFAULT 0);
