@@ -280,8 +280,8 @@ report_counter(Report *r, int64 *last_issued)
 			emit(r, "error", InvalidOid,
 				 psprintf("the counter's last token " INT64_FORMAT " is below the largest token in fence_claims, %s of job \"%s\" (claims above it: " INT64_FORMAT "): fence_claim will issue their numbers again",
 						  *last_issued, spi_text(0, 2), spi_text(0, 1), n),
-				 psprintf("Move the counter past it with setval as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT setval(%s, %s);",
-						  quote_literal_cstr(seq), spi_text(0, 2)));
+				 psprintf("Move the counter past every claim and stored epoch as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT %s();",
+						  ext_name(r, "fence_advance", false)));
 	}
 	return true;
 }
@@ -921,8 +921,8 @@ report_scan(Report *r, Member *m, int64 last_issued, bool have_last)
 					  m->reg.mode == FENCE_MODE_SHARED ? "" :
 					  psprintf(", and in %s mode writes of that row fail with 5F002 until the counter passes it",
 							   fence_mode_name(m->reg.mode))),
-			 psprintf("Move the counter past it with setval as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT setval(%s, " INT64_FORMAT ");",
-					  quote_literal_cstr(ext_name(r, "fence_token_seq", false)), mx));
+			 psprintf("Move the counter past every claim and stored epoch as a superuser (doc/fence.md, \"Reset and restore hazards\"): SELECT %s();",
+					  ext_name(r, "fence_advance", false)));
 	}
 	if (check_enable_rls(m->relid, InvalidOid, true) == RLS_ENABLED)
 		emit(r, "warning", m->relid,

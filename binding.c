@@ -56,7 +56,7 @@ fence_begin(PG_FUNCTION_ARGS)
 				 errdetail("A binding made by a trigger would cover the statement that fired it, which no token vouched for."),
 				 errhint("Call fence_begin in the transaction before the statements that write; a trigger may call fence_claim and fence_renew.")));
 
-	fence_hold_token(cat, token, job, false);
+	fence_hold_token(cat, token, job);
 	fence_xact_bind(job, token);
 
 	if (!IsTransactionBlock())

@@ -4,12 +4,13 @@
  *	  The claims registry: issuing fencing tokens, renewing and releasing
  *	  claims, answering who holds a job, and so whether a token is its
  *	  job's current claim (fence_hold_token, with the 5F001 and 5F004
- *	  reports).  Every write of fence_claims happens here (fence_prune's
- *	  deletes too, claims_prune_row), and so does every read that decides
- *	  or checks a claim.  Three readers that decide nothing read it
- *	  elsewhere, through SPI as the caller: fence_prune's scan for
- *	  candidates (prune.c, each then checked again here under its locks),
- *	  fence_advance's largest token (token.c) and fence_audit (audit.c).
+ *	  reports and the caller's-bug 5G001 and 5G002).  Every write of
+ *	  fence_claims happens here (fence_prune's deletes too,
+ *	  claims_prune_row), and so does every read that decides or checks a
+ *	  claim.  Three readers that decide nothing read it elsewhere, through
+ *	  SPI as the caller: fence_prune's scan for candidates (prune.c, each
+ *	  then checked again here under its locks), fence_advance's largest
+ *	  token (token.c) and fence_audit (audit.c).
  *
  * The locks that order a write against a takeover, and the counter the
  * tokens come from, are token.c's, below this file: it takes them there
@@ -124,8 +125,11 @@ typedef struct FenceTokenCheck
 	bool		job_found;		/* the expected job has a claim row */
 	int64		job_token;		/* that row's token */
 	bool		job_released;	/* and whether it is released */
-	int64		last_issued;	/* NEVER_ISSUED: the counter's value */
+	int64		last_issued;	/* the counter's value (NEVER_ISSUED, and for
+								 * a job named) */
 	const char *listed_job;		/* NEVER_ISSUED, but fence_claims lists it */
+	const char *other_job;		/* the job whose claim row holds the token,
+								 * when another than the one named */
 } FenceTokenCheck;
 
 /*
@@ -139,8 +143,7 @@ static uint64 issued_floor_generation = 0;
 pg_noreturn static void report_not_current(FenceCatalog *cat, int64 token,
 										   const char *job);
 pg_noreturn static void report_token(int64 token, const char *job,
-									 FenceTokenCheck *check,
-									 bool never_issued_is_invalid);
+									 FenceTokenCheck *check);
 
 
 /* fence.notify_superseded */
@@ -257,6 +260,7 @@ check_token(FenceCatalog *cat, int64 token, const char *expected_job,
 			FenceTokenCheck *result)
 {
 	ClaimRow	row;
+	const char *token_row_job = NULL;
 
 	memset(result, 0, sizeof(*result));
 
@@ -278,6 +282,9 @@ check_token(FenceCatalog *cat, int64 token, const char *expected_job,
 		}
 		if (row.released)
 			result->released_job = row.job;
+		if (expected_job != NULL && strcmp(row.job, expected_job) != 0)
+			result->other_job = row.job;
+		token_row_job = row.job;
 	}
 
 	/* Not current: gather what the error message will say. */
@@ -291,24 +298,77 @@ check_token(FenceCatalog *cat, int64 token, const char *expected_job,
 	result->last_issued = fence_last_token_issued(cat);
 	result->state = (token > result->last_issued) ?
 		FENCE_TOKEN_NEVER_ISSUED : FENCE_TOKEN_SUPERSEDED;
+	/* a released (or another job's) claim row still lists the token */
+	if (result->state == FENCE_TOKEN_NEVER_ISSUED)
+		result->listed_job = token_row_job;
 }
 
 /*
- * Raise the error for a token that is not its job's current claim.  The
- * guard reports a never-issued token as invalid (5F004); the functions that
- * name a job report every non-current token as superseded (5F001).
+ * Raise the caller's-bug error for a token that is not its job's current
+ * claim, if it is one (class 5G, outside 5F: such a caller was not fenced,
+ * and must fail loudly rather than drop its job as fenced):
+ *
+ * 5G002: the counter never issued the token, and no claim row lists it.
+ *
+ * 5G001: the token was issued for another job than the one named.  Known
+ * when the token's claim row names another job, or when the named job's own
+ * row holds a lower token: a job's tokens only rise, and its row holds the
+ * latest, so an issued token above it was some other job's.  A token whose
+ * row is gone and that is below the job's (superseded, or pruned) proves
+ * nothing, and reads as superseded.
+ */
+static void
+report_if_caller_bug(int64 token, const char *job, FenceTokenCheck *check)
+{
+	if (check->state == FENCE_TOKEN_NEVER_ISSUED && check->listed_job == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_NEVER_ISSUED),
+				 job ?
+				 errmsg("fencing token " INT64_FORMAT " passed for job \"%s\" was never issued",
+						token, job) :
+				 errmsg("fencing token " INT64_FORMAT " was never issued", token),
+				 errdetail("The last token this database issued is " INT64_FORMAT ".",
+						   check->last_issued),
+				 errhint("Pass the value fence_claim() returned, unchanged: this is a bug in the caller, not a fenced write.  (After a restore to an earlier point, or a re-created extension, tokens issued since are unknown here: claim the job again.)")));
+	if (job == NULL || check->state != FENCE_TOKEN_SUPERSEDED)
+		return;
+	if (check->other_job != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_WRONG_JOB),
+				 errmsg("fencing token " INT64_FORMAT " was issued for job \"%s\", not \"%s\"",
+						token, check->other_job, job),
+				 check->job_found ?
+				 errdetail("Job \"%s\" is held by token " INT64_FORMAT ".",
+						   job, check->job_token) :
+				 errdetail("Job \"%s\" has no claim.", job),
+				 errhint("Is the job name the one used at claim time?  This is a bug in the caller, not a fenced write.")));
+	if (check->job_found && check->job_token < token)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_WRONG_JOB),
+				 errmsg("fencing token " INT64_FORMAT " was not issued for job \"%s\"",
+						token, job),
+				 errdetail("The latest claim of job \"%s\" has token " INT64_FORMAT "; a job's tokens only rise, so token " INT64_FORMAT " was never this job's.",
+						   job, check->job_token, token),
+				 errhint("Is the job name the one used at claim time?  This is a bug in the caller, not a fenced write.")));
+}
+
+/*
+ * Raise the error for a token that is not its job's current claim: the
+ * caller's bugs first (report_if_caller_bug), then a claim row that lists a
+ * token the counter never issued (5F004: forged, or replicated from another
+ * database), then superseded (5F001).
  *
  * The primary message names the job whenever fence knows it (job queues
  * often keep only the message of a failed job), in one wording per
  * condition; the detail says what the registry holds instead.
  */
 static void
-report_token(int64 token, const char *job, FenceTokenCheck *check,
-			 bool never_issued_is_invalid)
+report_token(int64 token, const char *job, FenceTokenCheck *check)
 {
 	const char *known_job = job ? job : check->released_job;
 
-	if (check->state == FENCE_TOKEN_NEVER_ISSUED && check->listed_job != NULL)
+	report_if_caller_bug(token, job, check);
+	if (check->state == FENCE_TOKEN_NEVER_ISSUED)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
 				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
@@ -316,16 +376,6 @@ report_token(int64 token, const char *job, FenceTokenCheck *check,
 				 errdetail("fence_claims lists it as the claim of job \"%s\", but this database's counter never issued it: the last token issued is " INT64_FORMAT ".",
 						   check->listed_job, check->last_issued),
 				 errhint("A claim row written by hand, or replicated from another database, is not a claim here; see \"Logical replication\" in doc/fence.md.")));
-	if (check->state == FENCE_TOKEN_NEVER_ISSUED && never_issued_is_invalid)
-		ereport(ERROR,
-				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
-				 known_job ?
-				 errmsg("invalid fencing token " INT64_FORMAT " of job \"%s\"",
-						token, known_job) :
-				 errmsg("invalid fencing token " INT64_FORMAT, token),
-				 errdetail("No claim issued this token: the last token issued is " INT64_FORMAT ".",
-						   check->last_issued),
-				 errhint(FENCE_STOP_HINT)));
 
 	ereport(ERROR,
 			(errcode(fence_refused(ERRCODE_FENCE_SUPERSEDED)),
@@ -410,12 +460,9 @@ claims_check_holder(FenceCatalog *cat, int64 token, const char *job)
  * ask the registry, raise the error if it is not, and remember it so the
  * guard's later rows need not ask again.  Returns the token's job, in
  * TopTransactionContext.
- *
- * For the guard (for_guard), a never-issued token is invalid (5F004).
  */
 const char *
-fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
-				 bool for_guard)
+fence_hold_token(FenceCatalog *cat, int64 token, const char *job)
 {
 	FenceTokenCheck check;
 	const char *held_job;
@@ -424,7 +471,7 @@ fence_hold_token(FenceCatalog *cat, int64 token, const char *job,
 	token_lock_against_takeover(token);
 	check_token(cat, token, job, &check);
 	if (check.state != FENCE_TOKEN_CURRENT)
-		report_token(token, job, &check, for_guard);
+		report_token(token, job, &check);
 	fence_xact_remember_token(token, cat->generation, check.job);
 	(void) fence_xact_token_validated(token, cat->generation, &held_job);
 	return held_job;
@@ -440,7 +487,7 @@ report_not_current(FenceCatalog *cat, int64 token, const char *job)
 	FenceTokenCheck check;
 
 	check_token(cat, token, job, &check);
-	report_token(token, job, &check, false);
+	report_token(token, job, &check);
 }
 
 
@@ -1171,6 +1218,12 @@ fence_renew(PG_FUNCTION_ARGS)
  * their lock, so a takeover still waits for them to finish.  The release
  * takes the token's lock in share mode too, so that a claim of the job
  * answers NULL while the release is uncommitted instead of waiting for it.
+ *
+ * Any token that is not the job's current claim answers false, another
+ * job's or a never-issued one too: the answer is a boolean, often read in
+ * a cleanup path, and the calls a handler makes before it (fence_begin,
+ * fence_renew) raise the caller's-bug errors (5G001, 5G002) for the same
+ * mistake.
  */
 Datum
 fence_release(PG_FUNCTION_ARGS)

@@ -314,7 +314,7 @@ check_alter_table(FenceCatalog *cat, AlterTableStmt *stmt)
 				break;
 			case AT_DisableTrigAll:
 				fence_ddl_refuse(cat, relid, "DISABLE TRIGGER ALL",
-								 "fence's triggers would be disabled, and writes would go through without a fencing token.");
+								 "fence's triggers would be disabled, and writes would go through without a fencing token.  A data-only restore with --disable-triggers runs this: run it as a superuser with PGOPTIONS='-c fence.allow_ddl=on' (doc/fence.md, \"Example: pg_restore --disable-triggers\").");
 				break;
 			case AT_DisableTrigUser:
 				fence_ddl_refuse(cat, relid, "DISABLE TRIGGER USER",

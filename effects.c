@@ -242,7 +242,7 @@ fence_once(PG_FUNCTION_ARGS)
 	 * already; a release of it in this transaction, say, means it is not.
 	 */
 	if (!fence_xact_token_validated(token, cat->generation, NULL))
-		job = fence_hold_token(cat, token, job, false);
+		job = fence_hold_token(cat, token, job);
 
 	effects_lock_key(key);
 	first = effects_record(cat, key, job, token);

@@ -49,7 +49,7 @@
  *				fence_release, fence_current, fence_is_current; every write
  *				of it and every read that decides a claim, and so "is this
  *				token current?" (fence_hold_token) with the 5F001 and 5F004
- *				reports
+ *				reports, and the caller's bugs 5G001 and 5G002
  *
  * The counter, the logs and the registry of protected relations:
  *
@@ -115,6 +115,16 @@
 #define ERRCODE_FENCE_INVALID_TOKEN MAKE_SQLSTATE('5','F','0','0','4')
 #define ERRCODE_FENCE_TRUNCATE		MAKE_SQLSTATE('5','F','0','0','5')
 #define ERRCODE_FENCE_OPERATION_REFUSED	MAKE_SQLSTATE('5','F','0','0','6')
+
+/*
+ * Class 5G: the caller's bugs, which are not fencing.  A worker that gets
+ * one was not replaced; it passed the wrong argument or chose the wrong
+ * mode, and must fail loudly (retry later, alert) rather than drop its job
+ * as fenced.  Not counted by fence_stats, which counts refusals.
+ */
+#define ERRCODE_FENCE_WRONG_JOB		MAKE_SQLSTATE('5','G','0','0','1')
+#define ERRCODE_FENCE_NEVER_ISSUED	MAKE_SQLSTATE('5','G','0','0','2')
+#define ERRCODE_FENCE_WRITTEN_BY_SELF	MAKE_SQLSTATE('5','G','0','0','3')
 
 /* stats.c: every 5F ereport says errcode(fence_refused(ERRCODE_FENCE_...)) */
 extern void fence_stats_init(void);
@@ -301,8 +311,7 @@ extern bool claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 							 TimestampTz cutoff, int64 counts[4]);
 extern int64 claims_issue_token(FenceCatalog *cat, const char *job);
 extern const char *fence_hold_token(FenceCatalog *cat, int64 token,
-									const char *job,
-									bool for_guard);
+									const char *job);
 
 /* token.c */
 extern bool token_lock_against_takeover(int64 token);

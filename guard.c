@@ -19,14 +19,16 @@
  *	   calls (xact.c).  Both, and different: 5F004, except an INSERT under a
  *	   binding whose epoch is below the bound token: copied rows, stamped.
  *	2. asks the arbiter whether the token is its job's current claim, under
- *	   the token's lock (token.c).  Never issued: 5F004; superseded: 5F001.
+ *	   the token's lock (token.c).  Superseded: 5F001; never issued: 5G002,
+ *	   the caller's bug (claims.c).
  *	   The answer holds until the transaction ends, so it is asked once per
  *	   transaction and remembered (xact.c); later rows compare one number.
  *	   A token this transaction claimed during the very statement being
  *	   guarded (a BEFORE trigger laundering a write) is refused: 5F004.
  *	3. compares the token with the row's stored epoch: strict mode needs it
  *	   greater, repeat mode at least equal, shared mode does not compare.
- *	   Failing: 5F002.
+ *	   Failing: 5F002; in strict mode, a row that holds the token itself
+ *	   (this execution wrote it already): 5G003, the caller's bug.
  *	4. stamps the epoch column with the token, unless the statement already
  *	   wrote it there, in which case the row is returned as it is.
  *
@@ -241,7 +243,10 @@ guard_config(FunctionCallInfo fcinfo)
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
 					 errmsg("column \"%s\" of relation \"%s\" is not of type bigint",
-							colname, RelationGetRelationName(rel))));
+							colname, RelationGetRelationName(rel)),
+					 errhint("Change its type: ALTER TABLE %s ALTER COLUMN %s TYPE bigint;",
+							 fence_rel_query_name(RelationGetRelid(rel)),
+							 quote_identifier(colname))));
 
 		cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt, sizeof(GuardConfig));
 		cfg->mode = fence_mode_parse(modename);
@@ -481,7 +486,7 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 				 errdetail("The table is protected by fence in the after form: a DELETE, like an UPDATE moving a row to another partition (which deletes it from the old one), carries a token only through fence_begin, and none is bound to the transaction.") :
 				 errdetail("The table is protected by fence; the statement does not set column \"%s\" and no token is bound to the transaction.",
 						   guard_column_name(trigdata, cfg)),
-				 errhint("Call fence_begin(job, token) first, in the same transaction block (outside one, its binding ends with its own statement), or write the job's token into column \"%s\".",
+				 errhint("Call fence_begin(job, token) first, in the same transaction block (outside one, its binding ends with its own statement), or write the job's token into column \"%s\".  A writer that is not a job (a migration, a repair) calls fence_begin_fresh() instead.",
 						 guard_column_name(trigdata, cfg))));
 
 	w->token = w->has_stmt_token ? w->stmt_token : w->bound_token;
@@ -533,8 +538,7 @@ guard_ask_arbiter(Oid fn_oid, Oid relid, GuardWrite *w)
 
 	if (!fence_xact_token_validated(w->token, cat->generation, &w->job))
 		w->job = fence_hold_token(cat, w->token,
-								  w->token == w->bound_token ? w->bound_job : NULL,
-								  true);
+								  w->token == w->bound_token ? w->bound_job : NULL);
 }
 
 /*
@@ -552,6 +556,24 @@ guard_check_stored(Oid fn_oid, Oid relid, const char *colname,
 	if (mode == FENCE_MODE_SHARED ||
 		(mode == FENCE_MODE_STRICT ? w->token > stored : w->token >= stored))
 		return;
+
+	/*
+	 * The row holds this very token: this execution wrote it already.  Not
+	 * fencing (no newer execution is in the way) but the caller's choice of
+	 * mode, so class 5G, not 5F: a handler that writes a row twice (mark
+	 * running, then mark done) needs repeat mode.
+	 */
+	if (mode == FENCE_MODE_STRICT && w->token == stored)
+		ereport(ERROR,
+				(errcode(ERRCODE_FENCE_WRITTEN_BY_SELF),
+				 w->job ?
+				 errmsg("this execution already wrote this row of \"%s\" with fencing token " INT64_FORMAT " of job \"%s\"",
+						guard_rel_name(relid), w->token, w->job) :
+				 errmsg("this execution already wrote this row of \"%s\" with fresh fencing token " INT64_FORMAT,
+						guard_rel_name(relid), w->token),
+				 errdetail("Column \"%s\" holds " INT64_FORMAT ", the token this write carries; strict mode allows one write per execution per row.",
+						   colname, stored),
+				 errhint("A handler that writes a row more than once needs the table protected with mode => 'repeat' (fence_protect(tbl, mode => 'repeat')).  This is a bug in the caller, not a fenced write.")));
 
 	/* An epoch no token of this counter wrote: a restore, or a copy. */
 	last_issued = fence_last_token_issued(fence_catalog(fn_oid));

@@ -305,6 +305,50 @@ check_protect_target(FenceCatalog *cat, Oid relid)
 }
 
 /*
+ * A table whose stored epochs lie above the counter (protected again after
+ * the extension was re-created, or loaded from another database) refuses
+ * every strict or repeat write of those rows with 5F002 until the counter
+ * passes them: say so now, with the remedy.  Read as the caller, and only
+ * if it may read the column; an index on it makes this one probe.
+ */
+static void
+protect_notice_future_epochs(FenceCatalog *cat, Oid relid, const char *colname,
+							 AttrNumber attnum, FenceMode mode)
+{
+	Oid			userid = GetUserId();
+	int64		last_issued;
+	int64		mx;
+
+	if (mode == FENCE_MODE_SHARED ||
+		(pg_class_aclcheck(relid, userid, ACL_SELECT) != ACLCHECK_OK &&
+		 pg_attribute_aclcheck(relid, attnum, userid, ACL_SELECT) != ACLCHECK_OK))
+		return;
+	last_issued = fence_last_token_issued(cat);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("SELECT pg_catalog.max(%s) FROM %s",
+							 quote_identifier(colname), fence_rel_query_name(relid)),
+					true, 1) != SPI_OK_SELECT)
+		elog(ERROR, "SPI_execute failed");
+	if (SPI_processed == 1)
+	{
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									  1, &isnull);
+
+		mx = isnull ? 0 : DatumGetInt64(d);
+		if (mx > last_issued)
+			ereport(NOTICE,
+					(errmsg("column \"%s\" of table \"%s\" holds epoch " INT64_FORMAT ", above the last token issued, " INT64_FORMAT,
+							colname, fence_rel_display_name(relid), mx, last_issued),
+					 errdetail("In %s mode, writes of those rows fail with 5F002 until the counter passes them.",
+							   fence_mode_name(mode)),
+					 errhint("If the extension was re-created or the rows come from another database, a superuser runs SELECT fence_advance();")));
+	}
+	SPI_finish();
+}
+
+/*
  * fence_protect(tbl regclass, epoch_column name, mode text, form text)
  * returns void
  *
@@ -353,7 +397,9 @@ fence_protect(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATATYPE_MISMATCH),
 				 errmsg("column \"%s\" of relation \"%s\" is not of type bigint",
-						colname, fence_rel_display_name(relid))));
+						colname, fence_rel_display_name(relid)),
+				 errhint("Change its type: ALTER TABLE %s ALTER COLUMN %s TYPE bigint;",
+						 fence_rel_query_name(relid), quote_identifier(colname))));
 	if (get_attgenerated(relid, attnum) != '\0')
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_COLUMN_DEFINITION),
@@ -386,6 +432,7 @@ fence_protect(PG_FUNCTION_ARGS)
 						   psprintf("fence_protect(%s, %s)", quote_literal_cstr(colname),
 									quote_literal_cstr(fence_mode_name(reg.mode))),
 						   NULL);
+	protect_notice_future_epochs(cat, relid, colname, attnum, reg.mode);
 	PG_RETURN_VOID();
 }
 

@@ -6,7 +6,7 @@
 -- errors at the row; INSERT and DELETE keep the BEFORE guard.  What this
 -- file shows:
 --   - the same refusals as the BEFORE guard (5F001 superseded, 5F002 row
---     newer, 5F003 no token, 5F004 forged or mixed tokens), each with its
+--     newer, 5F003 no token, 5F004 mixed tokens, 5G002 never issued), each with its
 --     twin: the same statement on an unprotected copy (*_plain) goes
 --     through and loses the newer execution's update;
 --   - what the form cannot see, and refuses rather than guess: the SET
@@ -74,10 +74,11 @@ INSERT INTO stock VALUES ('plum', 5, 'restock', :ta);
 SELECT * FROM st;
 
 --
--- 5F002 in strict mode: the same token again.  The WHEN clause cannot tell
+-- 5G003 in strict mode: the same token again.  The WHEN clause cannot tell
 -- "SET writer_epoch = ta" from a statement that leaves it alone; either way
 -- the token is not newer than the row's, and the BEFORE guard refuses the
--- first with 5F002 and the second with 5F003.  The after form says 5F003.
+-- first with 5G003 (the row holds the token: the caller's bug) and the
+-- second with 5F003.  The after form says 5F003.
 --
 UPDATE stock SET qty = qty + 1, writer_epoch = :ta WHERE sku = 'apple';
 \echo :SQLSTATE
@@ -108,7 +109,7 @@ SELECT note, writer_epoch = :tb AS stamped FROM stock_before WHERE sku = 'pear';
 ROLLBACK;
 
 --
--- 5F004: forged values, and two tokens in one write.
+-- 5G002: forged values (never issued); 5F004: two tokens in one write.
 --
 UPDATE stock SET note = 'forged', writer_epoch = :tb + 1000000 WHERE sku = 'apple';
 \echo :SQLSTATE

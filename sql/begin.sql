@@ -49,7 +49,9 @@ UPDATE acct SET balance = 0 WHERE id = 2;
 SELECT id, balance, writer_epoch IS NULL AS never_written FROM acct WHERE id = 2;
 
 --
--- fence_begin refuses any token that is not the job's current claim: 5F001.
+-- fence_begin refuses any token that is not the job's current claim: 5F001
+-- superseded; the caller's bugs 5G001 (another job's token, or a job never
+-- claimed) and 5G002 (never issued).
 -- The transaction is aborted, so nothing it goes on to write can commit.
 --
 -- superseded by a newer claim after the lease expired

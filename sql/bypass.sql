@@ -256,7 +256,7 @@ UPDATE ev_plain SET region = 'us', id = 9 WHERE region = 'eu' AND id = 1;
 -- the stale token
 UPDATE ev SET region = 'eu', id = 2, writer_epoch = :tx WHERE region = 'us' AND id = 1;
 UPDATE ev_plain SET region = 'eu', id = 2, writer_epoch = :tx WHERE region = 'us' AND id = 1;
--- a current token whose row is newer (strict)
+-- a current token the row already holds (strict): the caller's bug, 5G003
 UPDATE ev SET region = 'asia', id = 2, v = 'ty', writer_epoch = :ty WHERE region = 'us' AND id = 1;
 -- the bound token: the row moves eu -> us and is stamped
 BEGIN;

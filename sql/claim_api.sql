@@ -14,7 +14,8 @@
 --      claim, a takeover and a claim after a release.
 --  (e) A stranger (not a member of the claiming role): fence_release and
 --      fence_renew with the right token raise 42501; with a wrong token
---      fence_release returns false and fence_renew raises 5F001; the
+--      fence_release returns false and fence_renew raises 5F001 (5G001
+--      for another job's token, 5G002 for one never issued); the
 --      *_any functions are not executable (42501). Nothing changes. It can
 --      still read the claim, bind its token (tokens are not secrets:
 --      section 7), and claim, renew and release its own work.
@@ -202,7 +203,8 @@ SELECT fence_renew('w1-job', :tw1, '1 hour');
 SELECT fence_renew('w1-job', :tw1);
 SELECT fence_release('w1-old', :tw2);
 SELECT fence_renew('w1-dead', :tdead, '1 hour');
--- a wrong token: fence_release false, fence_renew 5F001
+-- a wrong token: fence_release false; fence_renew 5G002 (never issued),
+-- 5G001 (another job's, or a job never claimed), 5F001 (superseded)
 SELECT fence_release('w1-job', :tw1 + 1000000) AS never_issued,
        fence_release('w1-job', :tdead) AS other_jobs_token,
        fence_release('w1-old', :told) AS superseded,
@@ -378,7 +380,7 @@ SELECT * FROM fence_locks_held;
 -- fence_is_current takes no lock
 SELECT count(*) FILTER (WHERE fence_is_current('no-such-job', token)) AS current FROM fence_claims;
 SELECT * FROM fence_locks_held;
--- fence_renew and fence_begin raise 5F001; caught in a savepoint, their
+-- fence_renew and fence_begin raise 5G001 (each token is another job's); caught in a savepoint, their
 -- locks go with it
 \set VERBOSITY terse
 DO $$
@@ -392,16 +394,16 @@ BEGIN
 		n := n + 1;
 		BEGIN
 			PERFORM fence_renew('no-such-job', t, '1 hour');
-		EXCEPTION WHEN SQLSTATE '5F001' THEN
+		EXCEPTION WHEN SQLSTATE '5G001' THEN
 			renew_refused := renew_refused + 1;
 		END;
 		BEGIN
 			PERFORM fence_begin('no-such-job', t);
-		EXCEPTION WHEN SQLSTATE '5F001' THEN
+		EXCEPTION WHEN SQLSTATE '5G001' THEN
 			begin_refused := begin_refused + 1;
 		END;
 	END LOOP;
-	RAISE NOTICE 'of % tokens, fence_renew refused % and fence_begin refused % with 5F001',
+	RAISE NOTICE 'of % tokens, fence_renew refused % and fence_begin refused % with 5G001',
 		n, renew_refused, begin_refused;
 END
 $$;

@@ -6,7 +6,7 @@
 --    (the token is validated and remembered), then unprotect the table,
 --    DROP EXTENSION fence, CREATE EXTENSION fence and protect it again. The new
 --    counter starts below t: t was never issued by it, so a write with t in
---    the same transaction is refused (5F004), whether t rides in the
+--    the same transaction is refused (5G002, never issued), whether t rides in the
 --    statement or comes from the old binding. (1.0 let both writes through
 --    from its per-transaction cache.)
 --  * fence_cover_truncate() is no longer an SQL function (42883).

@@ -10,7 +10,8 @@
 --      token.
 --  (b) The token is good in its own transaction only: any other
 --      transaction that presents it gets 5F001, in the statement's epoch
---      column and in fence_begin, fence_renew (5F001) and fence_release
+--      column; in fence_begin and fence_renew, naming a job, 5G001 (the
+--      token is not that job's); fence_release
 --      (false).
 --  (c) The fresh writer is the newest writer: in strict and repeat mode a
 --      job handler that claimed before it, and is still its job's current
@@ -377,7 +378,7 @@ $$;
 \x on
 -- 5F001: another transaction presents the fresh token
 SELECT * FROM pg_temp.fenced(format('UPDATE fh SET v = %L, writer_epoch = %s WHERE id = 2', 'replay', :tf));
--- 5F002: the fresh writer writes a strict row a second time
+-- 5G003: the fresh writer writes a strict row a second time (the caller's bug)
 BEGIN;
 SELECT fence_begin_fresh() IS NOT NULL AS issued;
 SELECT * FROM pg_temp.fenced('UPDATE fs SET v = ''first'' WHERE id = 2');

@@ -1,7 +1,8 @@
 --
 -- guard: fence_guard on plain INSERT / UPDATE / DELETE.
 -- Where the write's token comes from, the stamp, every rejection (5F001
--- superseded, 5F002 row is newer, 5F003 no token, 5F004 invalid token),
+-- superseded, 5F002 row is newer, 5F003 no token, 5F004 invalid token; the
+-- caller's bugs 5G002 never issued and 5G003 a strict row written twice),
 -- and the three modes strict / repeat / shared.
 --
 -- Every fenced write has a twin right after it: the same statement on an
@@ -79,7 +80,8 @@ UPDATE inventory SET qty = 0 WHERE sku = 'apple';
 UPDATE inventory_plain SET qty = 0 WHERE sku = 'apple';
 
 --
--- 5F004: a value no claim ever issued, or two different tokens in one write.
+-- 5F004: a value that is not a token (0, negative) or two different tokens
+-- in one write; 5G002: a value no claim ever issued (the caller's bug).
 --
 INSERT INTO inventory VALUES ('kiwi', 1, 'forged', -5);
 INSERT INTO inventory_plain VALUES ('kiwi', 1, 'forged', -5);

@@ -4,7 +4,7 @@
 -- names the job where fence knows it.
 --  (a) With SELECT on fence_token_seq and on fence_claims revoked from
 --      PUBLIC, a plain role still gets the usual answers: 5F001 for a
---      superseded token from fence_begin, fence_renew and the guard, 5F004
+--      superseded token from fence_begin, fence_renew and the guard, 5G002
 --      for a token never issued, and the whole worker loop with a current
 --      token. (1.0 answered 42501 wherever it read the counter to tell
 --      superseded from never issued.)
@@ -60,7 +60,7 @@ ROLLBACK;
 SELECT fence_renew('h-job', :told);
 UPDATE acct SET balance = balance - 1, writer_epoch = :told WHERE id = 1;
 SELECT fence_release('h-job', :told) AS told_released;
--- a token never issued: 5F004 (1.0: 42501)
+-- a token never issued: 5G002 (1.0: 42501)
 UPDATE acct SET balance = balance - 1, writer_epoch = :tnew + 1000 WHERE id = 1;
 -- the current token works as usual: bound, in the statement, renewed
 BEGIN;

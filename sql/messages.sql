@@ -49,7 +49,8 @@ UPDATE m SET v = 'adhoc' WHERE id = 2;
 \echo :SQLSTATE
 DELETE FROM m WHERE id = 2;
 \echo :SQLSTATE
--- 5F004 invalid token: forged, negative, two tokens
+-- 5G002 never issued (the caller's bug); 5F004 invalid token: negative,
+-- two tokens
 UPDATE m SET writer_epoch = 5000 WHERE id = 2;
 \echo :SQLSTATE
 INSERT INTO m VALUES (3, 'negative', -1);

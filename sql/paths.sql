@@ -168,7 +168,7 @@ COPY cp_plain FROM STDIN;
 c1	A (stale)	1001
 c2	A (stale)	1001
 \.
--- a forged token
+-- a forged token (never issued: 5G002)
 COPY cp FROM STDIN;
 c1	forged	99999999
 \.

@@ -39,7 +39,7 @@
 #    skew, and the claim returns only once the clock has passed it; the
 #    move is logged and recorded once; no token it issues is equal to or
 #    below a token a client saw; every stale token's write is refused (5F001
-#    or 5F004); the acknowledged holders still write.  The sync wait does not
+#    or 5G002); the acknowledged holders still write.  The sync wait does not
 #    protect the tokens -- a cancelled wait and an open transaction both
 #    hand the client a token the standby never saw -- the move does.
 #    (1.0: the first token on timeline 2 was the replayed counter + 1, and
@@ -243,13 +243,13 @@ sub reissued_by_10
 }
 
 # every stale (job, token) writes with its token; returns the count of
-# 5F001 + 5F004 and a description
+# 5F001 + 5G002 (never issued here) and a description
 sub stale_refused
 {
 	my ($node, $db, $sql_of, @pairs) = @_;
 	my %n;
 	$n{ sqlstate($node, $sql_of->(@$_), $db) }++ for @pairs;
-	return (($n{'5F001'} // 0) + ($n{'5F004'} // 0),
+	return (($n{'5F001'} // 0) + ($n{'5G002'} // 0),
 		join(' ', map { "$_=$n{$_}" } sort keys %n));
 }
 

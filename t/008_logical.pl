@@ -42,7 +42,7 @@
 # f. Without the exemption the apply would stall: an ordinary session on
 #    the subscriber making the apply's own changes (the publisher's rows
 #    with their epochs, an UPDATE, a DELETE, a TRUNCATE), also as replica,
-#    is refused (5F003, 5F004, 5F005); the publisher makes the same
+#    is refused (5F003, 5G002: never issued here, 5F005); the publisher makes the same
 #    changes and they apply.
 # g. A superuser session that sets up a replication origin
 #    (pg_replication_origin_session_setup, as pglogical's apply does)
@@ -55,7 +55,8 @@
 #    are not replicated), and a local write with the publisher's current
 #    token is refused (5F004: the subscriber's counter never issued it,
 #    whatever the replicated row says; fence_audit reports the claims above
-#    the counter); once the release has arrived, 5F001.
+#    the counter); once the release has arrived, still 5F004 (the released
+#    row lists it).
 # h. Subscriber-local writes use the subscriber's counter: a fresh token
 #    meets a replicated epoch "from the future" (5F002 naming
 #    fence_advance); after fence_advance on the subscriber it writes.  The
@@ -333,7 +334,7 @@ is(sqlstate($sub, q{SET session_replication_role = replica; DELETE FROM ev WHERE
 is(sqlstate($sub, q{SET session_replication_role = replica; UPDATE ev SET v = 'local' WHERE id = 1}),
 	'5F003', 'c: ... replica, UPDATE of the after form\'s table leaving the epoch as it was: 5F003');
 is(sqlstate($sub, q{UPDATE ev SET v = 'local', writer_epoch = writer_epoch + 1 WHERE id = 1}),
-	'5F004', 'c: ... and one writing an epoch the subscriber never issued: 5F004');
+	'5G002', 'c: ... and one writing an epoch the subscriber never issued: 5G002');
 is(sqlstate($sub, q{SET session_replication_role = replica; TRUNCATE acct}),
 	'5F005', 'c: ... replica, TRUNCATE: 5F005');
 same_as_publisher('c: after the refused local writes', qw(acct ev));
@@ -397,11 +398,11 @@ is(sub_errors(), '0 0', 'd: statistics reset');
 # f. the twin of the exemption: the apply's changes made by a session
 
 my %sess = (
-	"INSERT INTO acct VALUES (30, 3, $t_w5)" => [ '5F004', 'a row with the publisher\'s epoch' ],
+	"INSERT INTO acct VALUES (30, 3, $t_w5)" => [ '5G002', 'a row with the publisher\'s epoch' ],
 	'INSERT INTO acct (id, v) VALUES (30, 3)' => [ '5F003', 'the same row without an epoch' ],
-	"UPDATE acct SET v = 5, writer_epoch = $t_w5 WHERE id = 5" => [ '5F004', 'an UPDATE with the publisher\'s epoch' ],
+	"UPDATE acct SET v = 5, writer_epoch = $t_w5 WHERE id = 5" => [ '5G002', 'an UPDATE with the publisher\'s epoch' ],
 	'DELETE FROM acct WHERE id = 6' => [ '5F003', 'a DELETE' ],
-	"INSERT INTO ev VALUES (30, 1, 'x', $t_w5)" => [ '5F004', 'a row of a partitioned table' ],
+	"INSERT INTO ev VALUES (30, 1, 'x', $t_w5)" => [ '5G002', 'a row of a partitioned table' ],
 	'TRUNCATE ledger' => [ '5F005', 'a TRUNCATE' ]);
 for my $sql (sort keys %sess)
 {
@@ -481,7 +482,7 @@ is(q1($sub, q{SELECT count(*) > 0 FROM fence_audit() WHERE problem ~ 'is below t
 q1($pub, q{SELECT fence_release('w5', } . $t_w5 . ')');
 $pub->wait_for_catchup('sub');
 is(sqlstate($sub, "BEGIN; SELECT fence_begin('w5', $t_w5); UPDATE local_only SET v = 12 WHERE id = 1; COMMIT;"),
-	'5F001', 'i: once the release has replicated, the token is superseded there too (5F001)');
+	'5F004', 'i: once the release has replicated, the released row still lists a token never issued here (5F004)');
 q1($pub, 'ALTER PUBLICATION pub DROP TABLE fence_claims');
 q1($sub, 'ALTER SUBSCRIPTION sub REFRESH PUBLICATION');
 

@@ -6,10 +6,11 @@
 # 1. A server started with shared_preload_libraries = 'fence'.  In database
 #    one, one refusal of each kind: 5F001 (a superseded token in the
 #    statement), 5F002 (a row newer than the token), 5F003 (no token),
-#    5F004 (a token never issued), 5F005 (TRUNCATE), 5F006 (DROP TRIGGER of
-#    the guard).  fence_stats shows refusals_counted and exactly one of
-#    each, although every refused transaction rolled back.  A refusal caught
-#    by a PL/pgSQL exception block is still a refusal: counted.
+#    5F004 (0 as the token), 5F005 (TRUNCATE), 5F006 (DROP TRIGGER of the
+#    guard).  fence_stats shows refusals_counted and exactly one of each,
+#    although every refused transaction rolled back.  A caller's bug (5G002,
+#    a token never issued) is not a refusal, and is not counted.  A refusal
+#    caught by a PL/pgSQL exception block is still a refusal: counted.
 # 2. Per database: database two, which refused nothing, shows zeros while
 #    database one shows its counts; two 5F003 there count there only.
 # 3. The counts live in shared memory: other backends see them, and they
@@ -77,12 +78,17 @@ my %refusal = (
 	'5F001' => "UPDATE t SET v = 'a', writer_epoch = $a WHERE id = 2",
 	'5F002' => "BEGIN; SELECT fence_begin('J', $b); UPDATE t SET v = 'x' WHERE id = 2; UPDATE t SET v = 'x' WHERE id = 2; COMMIT",
 	'5F003' => "UPDATE t SET v = 'none' WHERE id = 1",
-	'5F004' => "UPDATE t SET v = 'forged', writer_epoch = $never WHERE id = 1",
+	'5F004' => "UPDATE t SET v = 'zero', writer_epoch = 0 WHERE id = 1",
 	'5F005' => "TRUNCATE t",
 	'5F006' => "DROP TRIGGER zz_fence_guard ON t",
 );
 is(sqlstate('postgres', $refusal{$_}), $_, "$_ refused") for sort keys %refusal;
 is(counts('postgres'), 't|1|1|1|1|1|1', 'one refusal of each kind counted, though each transaction rolled back');
+
+# the caller's bugs (class 5G) are not refusals: not counted
+is(sqlstate('postgres', "UPDATE t SET v = 'forged', writer_epoch = $never WHERE id = 1"),
+	'5G002', 'a token never issued: 5G002, the caller\'s bug');
+is(counts('postgres'), 't|1|1|1|1|1|1', '... not counted as a refusal');
 
 q1('postgres', q{DO $$ BEGIN UPDATE t SET v = 'caught' WHERE id = 1;
 	EXCEPTION WHEN SQLSTATE '5F003' THEN NULL; END $$});

@@ -203,7 +203,7 @@ like(q1($b, q{SELECT string_agg(reason, ' | ') FROM fence_audit_log WHERE action
 # promoted with its clock two hours behind (libfaketime).  Its counter's
 # floor then lies below a's tokens: the order of sibling histories rests on
 # the clocks, as doc/fence.md 9.5 says.  What stays: a's tokens lie above
-# c's counter, so the guard refuses them there as never issued (5F004).
+# c's counter, so the guard refuses them there as never issued (5G002).
 SKIP:
 {
 	my $lib = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
@@ -222,7 +222,7 @@ SKIP:
 	cmp_ok($tc->[0], '<', $ta->[0],
 		"with c's clock two hours behind, its first token ($tc->[0]) lies below a's ($ta->[0])");
 	is((try_sql($c, "UPDATE results SET value = 'stale a', writer_epoch = $ta->[2] WHERE job = 'job-2'"))[0],
-		'5F004', "c: the guard refuses a's token of job-3 ($ta->[2]) on job-2's row as never issued (5F004)");
+		'5G002', "c: the guard refuses a's token of job-3 ($ta->[2]) on job-2's row as never issued (5G002)");
 	is((try_sql($c, "UPDATE results SET value = 'c', writer_epoch = $tc->[0] WHERE job = 'job-3'"))[0],
 		'ok', "c: c's own current token ($tc->[0]) writes the same row");
 }

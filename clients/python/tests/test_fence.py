@@ -377,6 +377,27 @@ class StaleWorker(Base):
         other.close()
 
 
+    def test_callers_bug_is_not_fenced(self):
+        """the caller's bugs (class 5G) stay ordinary psycopg errors: a second write of a row by one execution in strict mode (5G003) and a token used under another job's name (5G001) raise psycopg.Error, not fence.Fenced, and leave superseded unset; the twin, a real takeover, is Fenced (test_fenced_in_process)"""
+        conn = connect()
+        with fence.claim(conn, "bug:twice", 300) as job:
+            with self.assertRaises(psycopg.Error) as cm:
+                with job.transaction():
+                    conn.execute("INSERT INTO counters (id, value) VALUES ('bug:twice', 1)")
+                    conn.execute("UPDATE counters SET value = 2 WHERE id = 'bug:twice'")
+            self.assertNotIsInstance(cm.exception, fence.Fenced)
+            self.assertEqual(cm.exception.sqlstate, "5G003")
+            self.assertFalse(job.superseded.is_set())
+            with self.assertRaises(psycopg.Error) as cm:
+                with conn.transaction():
+                    conn.execute(f"SELECT {self.s}.fence_begin('bug:twice-misspelt', %s)", (job.token,))
+            self.assertNotIsInstance(cm.exception, fence.Fenced)
+            self.assertEqual(cm.exception.sqlstate, "5G001")
+            self.assertFalse(job.superseded.is_set())
+        self.assertIs(job.released, True)
+        conn.close()
+
+
 class Background(Base):
     def test_renewal_keeps_the_claim(self):
         """a 2 s lease, a block that runs 5 s: the keeper renews at a third of the lease, and a competing fence_claim returns NULL throughout"""
