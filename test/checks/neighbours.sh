@@ -48,7 +48,8 @@
 #    - pt, a protected partitioned table: `pg_repack --parent-table=public.pt`
 #      rewrites every partition; each keeps its guard ('A') and registry row,
 #      rows unchanged, a write without a token fails (5F003), a second write
-#      by the load execution fails (5F002), and once released its token
+#      by the load execution fails (5G003: strict mode, the caller's bug),
+#      and once released its token
 #      fails (5F001).
 # 3. The server log shows no crash and no DDL refused by fence.
 # One line per assertion ("ok     ..." or "FAILED ..."), then a summary line.
@@ -524,8 +525,8 @@ check "pt and its partitions are still protected" "$(unprotected_of "pt pt_1 pt_
 check "pt's rows unchanged (values and writer_epoch)" \
 	"$(val "SELECT md5(string_agg(id || ':' || v || ':' || writer_epoch, ',' ORDER BY id)) FROM pt")" "$pt_sum0"
 check "a write without a token to pt_2 fails 5F003" "$(state "UPDATE pt SET v = 'x' WHERE id = 7000")" 5F003
-check "a second write by the load execution (strict) fails 5F002" \
-	"$(state "UPDATE pt SET v = 'x', writer_epoch = $tok WHERE id = 1")" 5F002
+check "a second write by the load execution (strict) fails 5G003" \
+	"$(state "UPDATE pt SET v = 'x', writer_epoch = $tok WHERE id = 1")" 5G003
 check "once its claim is released, a write with the load token fails 5F001" \
 	"$(val "SELECT fence_release('load:pt', $tok)") $(state "UPDATE pt SET v = 'x', writer_epoch = $tok WHERE id = 1")" \
 	"t 5F001"
