@@ -354,7 +354,9 @@ start_run()
 	start_node 3
 	nsql "$l" -v ON_ERROR_STOP=1 <<<"$("$py" "$wl" schema --jobs "$njobs")" >"$run/schema.out" 2>&1 ||
 		{ cat "$run/schema.out"; return 1; }
-	wait_streaming 60 2 || return 1
+	# two replicas cloned by pg_basebackup: on a busy machine that can take
+	# more than a minute
+	wait_streaming 180 2 || return 1
 	dsn="host=127.0.0.1,127.0.0.1,127.0.0.1 port=${pg_ports[1]},${pg_ports[2]},${pg_ports[3]} user=postgres dbname=postgres target_session_attrs=read-write connect_timeout=2"
 	rm -f "$run/stop"
 	for i in $(seq "$nworkers"); do

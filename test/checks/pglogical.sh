@@ -25,7 +25,7 @@
 #    provider arrive by the initial copy (synchronize_data), epochs kept.
 #    Twin: the same COPY in an ordinary subscriber session (also with
 #    session_replication_role = replica, as pglogical's copy sets it) is
-#    refused (5F004: the provider's epochs were never issued here; 5F003
+#    refused (5G002: the provider's epochs were never issued here; 5F003
 #    without them).
 # 2. INSERT, UPDATE, DELETE under fence_begin, and a TRUNCATE (the
 #    provider's legitimate way: fence_unprotect, TRUNCATE, fence_protect in
@@ -211,10 +211,10 @@ copy_into()
 		sql subscriber -c '\set VERBOSITY sqlstate' -c "$opts" -c "COPY acct_copy ($cols) FROM STDIN" 2>&1 >/dev/null)
 	sed -n 's/^\(psql:[^ ]* \)\{0,1\}ERROR: *\([0-9A-Z]\{5\}\)$/\2/p' <<<"$out" | head -n 1
 }
-check "twin: the copy's rows (the provider's epochs) COPYed by an ordinary session: 5F004" \
-	"$(copy_into "SET application_name = twin" "id, v, writer_epoch")" 5F004
-check "twin: ... with session_replication_role = replica, as pglogical's copy sets it: 5F004" \
-	"$(copy_into "SET session_replication_role = replica" "id, v, writer_epoch")" 5F004
+check "twin: the copy's rows (the provider's epochs) COPYed by an ordinary session: 5G002" \
+	"$(copy_into "SET application_name = twin" "id, v, writer_epoch")" 5G002
+check "twin: ... with session_replication_role = replica, as pglogical's copy sets it: 5G002" \
+	"$(copy_into "SET session_replication_role = replica" "id, v, writer_epoch")" 5G002
 check "twin: ... without the epochs: 5F003" \
 	"$(copy_into "SET session_replication_role = replica" "id, v")" 5F003
 check "twin: acct_copy stays empty" "$(val subscriber 'SELECT count(*) FROM acct_copy')" 0
