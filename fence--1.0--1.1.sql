@@ -600,6 +600,37 @@ REVOKE ALL ON FUNCTION fence_set_worker(pg_catalog.regrole, pg_catalog.bool) FRO
 REVOKE ALL ON FUNCTION fence_grant_worker(pg_catalog.regrole) FROM PUBLIC;
 REVOKE ALL ON FUNCTION fence_revoke_worker(pg_catalog.regrole) FROM PUBLIC;
 
+--
+-- Replication grants.  The guard lets logical replication apply a change
+-- without a token (the publisher's guard arbitrated it) only when the
+-- writer is trusted: a subscription owned by a superuser, a session with a
+-- replication origin whose session user is a superuser, or either whose
+-- role (or a role it has the privileges of) has a row here for the table
+-- or for a partitioned table it belongs to.  Any other subscription's
+-- apply is guarded like any other writer.  fence_grant_replication and
+-- fence_revoke_replication write it, for the table's owners and
+-- superusers, each call recorded in fence_audit_log; nothing else does.
+-- Dumped with the data: a grant is configuration, as the audit log is.
+--
+CREATE TABLE fence_replication_grants (
+	relation pg_catalog.regclass NOT NULL,
+	role pg_catalog.regrole NOT NULL,
+	CONSTRAINT fence_replication_grants_pkey PRIMARY KEY (relation, role)
+);
+REVOKE ALL ON fence_replication_grants FROM PUBLIC;
+GRANT SELECT ON fence_replication_grants TO PUBLIC;
+SELECT pg_catalog.pg_extension_config_dump('fence_replication_grants', '');
+
+CREATE FUNCTION fence_grant_replication(tbl pg_catalog.regclass, role pg_catalog.regrole)
+RETURNS pg_catalog.void
+AS 'MODULE_PATHNAME', 'fence_grant_replication'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+CREATE FUNCTION fence_revoke_replication(tbl pg_catalog.regclass, role pg_catalog.regrole)
+RETURNS pg_catalog.void
+AS 'MODULE_PATHNAME', 'fence_revoke_replication'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
 -- An update keeps 1.0's grants, EXECUTE on the worker API for PUBLIC, and
 -- fence_once (new here) gets the same, so that a running system's workers
 -- go on as they were.  A WARNING says how to move to a new install's

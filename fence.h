@@ -34,7 +34,8 @@
  *				the guard, and renames
  *	protect.c	fence_protect(), fence_unprotect(), the triggers that carry
  *				protection, and their creation across a partition or
- *				inheritance tree
+ *				inheritance tree; fence_grant_replication() and
+ *				fence_revoke_replication()
  *	refusal.c	what the DDL checks share: the 5F006 refusal unless
  *				declared, the test of a CREATE TRIGGER of fence's function,
  *				the relations and triggers a command touched
@@ -59,10 +60,10 @@
  *				and crash gap, fence_advance
  *	audit_log.c	the audit log, fence_audit_log: one row per change to
  *				protection or declared DDL
- *	registry.c	the protected-relations registry (fence_protected), read
- *				and written, and the relation helpers everyone reads (names,
- *				owner, parents, triggers); fence's statements run as the
- *				owner of its tables
+ *	registry.c	the protected-relations registry (fence_protected) and its
+ *				replication grants, read and written, and the relation
+ *				helpers everyone reads (names, owner, parents, triggers);
+ *				fence's statements run as the owner of its tables
  *
  * The ground floor:
  *
@@ -345,6 +346,10 @@ extern bool fence_protected_any(FenceCatalog *cat);
 extern void fence_protected_put(FenceCatalog *cat, Oid relid,
 								const FenceRegistration *reg);
 extern void fence_protected_forget(FenceCatalog *cat, Oid relid);
+extern bool fence_replication_granted(FenceCatalog *cat, Oid relid,
+									  Oid roleid);
+extern bool fence_replication_grant_put(FenceCatalog *cat, Oid relid,
+										Oid roleid, bool grant);
 
 /* protect.c */
 extern void fence_protect_tree(FenceCatalog *cat, Oid relid,

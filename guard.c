@@ -33,8 +33,10 @@
  *	   wrote it there, in which case the row is returned as it is.
  *
  * One writer passes without a token: logical replication applying a change
- * the publisher already arbitrated (guard_applying_replicated).  The row is
- * written as it arrived, its epoch the publisher's.
+ * the publisher already arbitrated, by a subscription (or an origin
+ * session) of a superuser's or of a role fence_grant_replication trusts
+ * with the table (guard_applying_replicated).  The row is written as it
+ * arrived, its epoch the publisher's.
  *
  * What does not change within a statement (the column's number, the mode,
  * whether another trigger fires after the guard) is worked out on the first
@@ -58,6 +60,7 @@
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "mb/pg_wchar.h"
+#include "miscadmin.h"
 #include "nodes/bitmapset.h"
 #include "replication/logicalworker.h"
 #include "replication/origin.h"
@@ -299,11 +302,37 @@ guard_subscribed(Oid relid, Oid subid, Oid syncrelid)
 }
 
 /*
+ * Is relid, or a partitioned table it belongs to, granted to roleid for
+ * replication (fence_grant_replication)?
+ */
+static bool
+guard_replication_granted(Oid fn_oid, Oid relid, Oid roleid)
+{
+	FenceCatalog *cat = fence_catalog(fn_oid);
+	List	   *rels = list_make1_oid(relid);
+	ListCell   *lc;
+	bool		found = false;
+
+	if (get_rel_relispartition(relid))
+		rels = list_concat(rels, get_partition_ancestors(relid));
+	foreach(lc, rels)
+	{
+		if (fence_replication_granted(cat, lfirst_oid(lc), roleid))
+		{
+			found = true;
+			break;
+		}
+	}
+	list_free(rels);
+	return found;
+}
+
+/*
  * Is this write logical replication applying a change to the relation it
- * replicates?  The publisher's guard arbitrated the change; the subscriber
- * must apply changes in the publisher's commit order, and one it refused
- * would stop the subscription for good (the apply worker retries forever
- * while the publisher's slot holds WAL).
+ * replicates, by a writer fence trusts?  The publisher's guard arbitrated
+ * the change; the subscriber must apply changes in the publisher's commit
+ * order, and one it refused would stop the subscription for good (the
+ * apply worker retries forever while the publisher's slot holds WAL).
  *
  * A logical-replication writer is a built-in apply or table-sync worker, or
  * a session with a replication origin set up (pg_replication_origin_session_setup,
@@ -315,20 +344,37 @@ guard_subscribed(Oid relid, Oid subid, Oid syncrelid)
  * any other writer.  A built-in worker's write must
  * also be to a table of its subscription (the table-sync worker's own table
  * during the initial copy), or a partition of one.
+ *
+ * The trust is the writer's role's, not the process's: the subscription's
+ * owner for a built-in worker (whoever the apply runs as: on 16 and later
+ * a role with pg_create_subscription can own one, publishing from a server
+ * it controls), the session user for an origin session.  A superuser is
+ * trusted; any other role only where fence_grant_replication granted it
+ * the table, or a partitioned table the table belongs to.  An untrusted
+ * writer is guarded like any other: its apply stops at the first row
+ * without a current token, and nothing lands unchecked.
  */
 static bool
-guard_applying_replicated(Oid relid, int depth)
+guard_applying_replicated(Oid fn_oid, Oid relid, int depth)
 {
 	bool		builtin = IsLogicalWorker();
+	Oid			writer;
 
 	if (!builtin && replorigin_session_origin_compat() == InvalidReplOriginId)
 		return false;
 	if (fence_trigger_depth() != depth)
 		return false;
-	if (!builtin)
-		return true;
-	return guard_subscribed(relid, MySubscription->oid,
-							am_tablesync_worker() ? MyLogicalRepWorker->relid : InvalidOid);
+	if (builtin)
+	{
+		if (!guard_subscribed(relid, MySubscription->oid,
+							  am_tablesync_worker() ? MyLogicalRepWorker->relid : InvalidOid))
+			return false;
+		writer = MySubscription->owner;
+	}
+	else
+		writer = GetSessionUserId();
+	return superuser_arg(writer) ||
+		guard_replication_granted(fn_oid, relid, writer);
 }
 
 /* One row's write, as the guard sees it. */
@@ -652,7 +698,7 @@ fence_guard(PG_FUNCTION_ARGS)
 	GuardWrite	w;				/* this row's write */
 
 	guard_check_trigger(fcinfo);
-	if (guard_applying_replicated(RelationGetRelid(trigdata->tg_relation), 1))
+	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, RelationGetRelid(trigdata->tg_relation), 1))
 		return PointerGetDatum(TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event) ?
 							   trigdata->tg_newtuple : trigdata->tg_trigtuple);
 	cfg = guard_config(fcinfo);
@@ -830,7 +876,7 @@ fence_update_allowed(PG_FUNCTION_ARGS)
 	fence_require_arg(fcinfo, 4, "mode");
 	relid = PG_GETARG_OID(2);
 
-	if (guard_applying_replicated(relid, 0))
+	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, relid, 0))
 		PG_RETURN_BOOL(true);
 
 	/* The trigger's state, once per statement, relation and mode. */
@@ -888,7 +934,7 @@ fence_guard_after(PG_FUNCTION_ARGS)
 				 errmsg("function \"%s\" must be fired AFTER UPDATE ... FOR EACH ROW",
 						"fence_guard_after"),
 				 errhint(AFTER_HINT)));
-	if (guard_applying_replicated(RelationGetRelid(trigdata->tg_relation), 1))
+	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, RelationGetRelid(trigdata->tg_relation), 1))
 		return PointerGetDatum(NULL);
 	cfg = guard_config(fcinfo);
 
@@ -923,7 +969,7 @@ fence_refuse_truncate(PG_FUNCTION_ARGS)
 						"fence_refuse_truncate"),
 				 errhint("fence_protect() attaches it.")));
 
-	if (guard_applying_replicated(RelationGetRelid(trigdata->tg_relation), 1))
+	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, RelationGetRelid(trigdata->tg_relation), 1))
 		return PointerGetDatum(NULL);
 	ereport(ERROR,
 			(errcode(fence_refused(ERRCODE_FENCE_TRUNCATE)),

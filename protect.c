@@ -22,6 +22,11 @@
  * registry row of its own, so that protection follows the data when a
  * partition is detached.
  *
+ * fence_grant_replication and fence_revoke_replication decide which roles
+ * may apply logical replication to a protected relation without a token,
+ * beside superusers (guard.c has the rule): they are part of its
+ * protection, managed by its owners, recorded, and forgotten with it.
+ *
  * A foreign table cannot have a TRUNCATE trigger, so TRUNCATE of a foreign
  * partition would remove rows without a token: a foreign table is refused
  * as a member of a protected tree, whichever way it would get there.
@@ -68,6 +73,8 @@
 
 PG_FUNCTION_INFO_V1(fence_protect);
 PG_FUNCTION_INFO_V1(fence_unprotect);
+PG_FUNCTION_INFO_V1(fence_grant_replication);
+PG_FUNCTION_INFO_V1(fence_revoke_replication);
 
 static void cover_truncate(FenceCatalog *cat, Oid relid);
 
@@ -493,5 +500,69 @@ fence_unprotect(PG_FUNCTION_ARGS)
 		fence_protected_forget(cat, member);
 	}
 	fence_audit_log_append(cat, "unprotect", relid, NULL, "fence_unprotect", reason);
+	PG_RETURN_VOID();
+}
+
+/*
+ * Grant or revoke a role's trust to apply logical replication to a
+ * protected table without a token: its subscriptions' apply and table-sync
+ * workers, and its sessions with a replication origin set up, write the
+ * publisher's rows as they arrive (guard.c).  A grant on a partitioned
+ * table covers its partitions.  Its owners and superusers may; each call
+ * is recorded, also one that changed nothing.
+ */
+static void
+set_replication_grant(FunctionCallInfo fcinfo, bool grant)
+{
+	FenceCatalog *cat;
+	Oid			relid;
+	Oid			roleid;
+	bool		existed;
+	char	   *rolename;
+
+	fence_require_arg(fcinfo, 0, "table");
+	fence_require_arg(fcinfo, 1, "role");
+	relid = PG_GETARG_OID(0);
+	roleid = PG_GETARG_OID(1);
+	if (!OidIsValid(roleid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("role must name a role")));
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	if (!fence_may_manage(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
+	if (!fence_protected_lookup(cat, relid, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("table %s is not protected by fence",
+						fence_rel_display_name(relid)),
+				 errhint("Protect it first with fence_protect().")));
+	rolename = GetUserNameFromId(roleid, false);
+	existed = fence_replication_grant_put(cat, relid, roleid, grant);
+	fence_audit_log_append(cat, grant ? "grant_replication" : "revoke_replication",
+						   relid, NULL,
+						   psprintf(grant ?
+									"logical replication owned by role %s applies to it without a token%s" :
+									"logical replication owned by role %s is guarded like any writer%s",
+									quote_identifier(rolename),
+									existed == grant ? " (unchanged)" : ""),
+						   NULL);
+}
+
+/* fence_grant_replication(tbl regclass, role regrole) returns void */
+Datum
+fence_grant_replication(PG_FUNCTION_ARGS)
+{
+	set_replication_grant(fcinfo, true);
+	PG_RETURN_VOID();
+}
+
+/* fence_revoke_replication(tbl regclass, role regrole) returns void */
+Datum
+fence_revoke_replication(PG_FUNCTION_ARGS)
+{
+	set_replication_grant(fcinfo, false);
 	PG_RETURN_VOID();
 }

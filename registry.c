@@ -14,6 +14,11 @@
  * calls nothing of fence's but fence.c, so intact.c, audit_log.c and the
  * DDL checks can all read the registry without calling back up.
  *
+ * It also keeps the replication grants (fence_replication_grants): which
+ * roles may apply logical replication to a protected relation without a
+ * token, read by the guard (guard.c) and written by
+ * fence_grant_replication (protect.c).
+ *
  * The registry and the audit log are written as their owner
  * (fence_spi_as_owner), the way claims.c writes the claims registry; the
  * DDL fence runs itself goes through fence_run_internal_ddl(), which the
@@ -309,7 +314,10 @@ fence_protected_put(FenceCatalog *cat, Oid relid, const FenceRegistration *reg)
 		elog(ERROR, "SPI_finish failed");
 }
 
-/* Forget the relation (dropped, or unprotected). */
+/*
+ * Forget the relation (dropped, or unprotected), and the replication
+ * grants it had: they belong to its protection.
+ */
 void
 fence_protected_forget(FenceCatalog *cat, Oid relid)
 {
@@ -322,8 +330,102 @@ fence_protected_forget(FenceCatalog *cat, Oid relid)
 					   psprintf("DELETE FROM %s WHERE relation OPERATOR(pg_catalog.=) $1::pg_catalog.oid::pg_catalog.regclass",
 								quote_qualified_identifier(cat->nspname, "fence_protected")),
 					   1, args);
+	if (OidIsValid(get_relname_relid("fence_replication_grants", cat->nspid)))
+		fence_spi_as_owner(cat, "fence_replication_grants",
+						   psprintf("DELETE FROM %s WHERE relation OPERATOR(pg_catalog.=) $1::pg_catalog.oid::pg_catalog.regclass",
+									quote_qualified_identifier(cat->nspname, "fence_replication_grants")),
+						   1, args);
 	if (SPI_finish() != SPI_OK_FINISH)
 		elog(ERROR, "SPI_finish failed");
+}
+
+/*
+ * May roleid apply logical replication to relid without a token?  Only if
+ * fence_replication_grants has a row for relid naming a role whose
+ * privileges roleid has (fence_grant_replication).  The apply worker asks
+ * this for every row of a subscription a superuser does not own, so it
+ * reads the primary key's first column directly, with the latest
+ * snapshot, as fence_protected_lookup does.  Under 1.0's SQL there is no
+ * such table, and no grant.
+ */
+bool
+fence_replication_granted(FenceCatalog *cat, Oid relid, Oid roleid)
+{
+	Oid			regid = get_relname_relid("fence_replication_grants", cat->nspid);
+	Oid			idxid = get_relname_relid("fence_replication_grants_pkey", cat->nspid);
+	Relation	rel;
+	Relation	idx;
+	Snapshot	snapshot;
+	ScanKeyData skey;
+	IndexScanDesc scan;
+	TupleTableSlot *slot;
+	AttrNumber	att_role;
+	bool		found = false;
+
+	if (!OidIsValid(regid) || !OidIsValid(idxid))
+		return false;
+	att_role = get_attnum(regid, "role");
+	rel = table_open(regid, AccessShareLock);
+	idx = index_open(idxid, AccessShareLock);
+	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	slot = table_slot_create(rel, NULL);
+	ScanKeyEntryInitialize(&skey, 0, 1, BTEqualStrategyNumber,
+						   InvalidOid, idx->rd_indcollation[0], F_OIDEQ,
+						   ObjectIdGetDatum(relid));
+	scan = index_beginscan_compat(rel, idx, snapshot, 1, 0);
+	index_rescan(scan, &skey, 1, NULL, 0);
+	while (!found && index_getnext_slot(scan, ForwardScanDirection, slot))
+	{
+		bool		isnull;
+		Datum		role = slot_getattr(slot, att_role, &isnull);
+
+		found = !isnull && has_privs_of_role(roleid, DatumGetObjectId(role));
+	}
+	index_endscan(scan);
+	ExecDropSingleTupleTableSlot(slot);
+	UnregisterSnapshot(snapshot);
+	index_close(idx, AccessShareLock);
+	table_close(rel, AccessShareLock);
+	return found;
+}
+
+/*
+ * Record (grant) or remove (revoke) roleid's replication grant on relid.
+ * Whether the row was there before, so the caller can say nothing changed.
+ */
+bool
+fence_replication_grant_put(FenceCatalog *cat, Oid relid, Oid roleid, bool grant)
+{
+	const char *args[2];
+	const char *table = quote_qualified_identifier(cat->nspname,
+												   "fence_replication_grants");
+	bool		existed;
+
+	args[0] = relid_text(relid);
+	args[1] = psprintf("%u", roleid);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (grant)
+	{
+		fence_spi_as_owner(cat, "fence_replication_grants",
+						   psprintf("INSERT INTO %s (relation, role)"
+									" VALUES ($1::pg_catalog.oid::pg_catalog.regclass, $2::pg_catalog.oid::pg_catalog.regrole)"
+									" ON CONFLICT (relation, role) DO NOTHING", table),
+						   2, args);
+		existed = (SPI_processed == 0);
+	}
+	else
+	{
+		fence_spi_as_owner(cat, "fence_replication_grants",
+						   psprintf("DELETE FROM %s WHERE relation OPERATOR(pg_catalog.=) $1::pg_catalog.oid::pg_catalog.regclass"
+									" AND role OPERATOR(pg_catalog.=) $2::pg_catalog.oid::pg_catalog.regrole",
+									table),
+						   2, args);
+		existed = (SPI_processed > 0);
+	}
+	if (SPI_finish() != SPI_OK_FINISH)
+		elog(ERROR, "SPI_finish failed");
+	return existed;
 }
 
 

@@ -4,10 +4,12 @@
 #
 # The publisher's guard arbitrates every write; the subscriber applies the
 # publisher's changes as they arrive, their epochs the publisher's.  The
-# guard lets a logical-replication writer through at trigger depth 1 (the
-# built-in apply worker and the table-sync worker, for a table of their
-# subscription or a partition of one; a session with a replication origin
-# set up) and guards everything else.  A publisher and a subscriber, both
+# guard lets a trusted logical-replication writer through at trigger depth
+# 1 (the built-in apply worker and the table-sync worker, for a table of
+# their subscription or a partition of one; a session with a replication
+# origin set up), trusted when the subscription's owner (the origin
+# session's user) is a superuser or fence_grant_replication trusts it with
+# the table, and guards everything else.  A publisher and a subscriber, both
 # with fence; the publisher's counter is first moved far ahead
 # (fence_advance), so every replicated epoch lies above the subscriber's
 # counter: a guard that checked or stamped the apply's rows would be seen.
@@ -49,7 +51,10 @@
 #    writes a protected table without a token at depth 1, its epoch kept;
 #    a trigger it fires that writes a protected table is still refused
 #    (5F003); a plain role cannot set up an origin (42501), and its write
-#    without a token is refused (5F003).
+#    without a token is refused (5F003).  Granted the origin functions, the
+#    plain role's origin session is guarded all the same (the trust is the
+#    session user's); fence_grant_replication trusts it with the table (its
+#    row lands with its epoch), fence_revoke_replication takes that back.
 # i. (before h) fence_claims published: the subscriber's fence_current
 #    answers for the publisher's jobs, its counter stays behind (sequences
 #    are not replicated), and a local write with the publisher's current
@@ -62,6 +67,17 @@
 #    fence_advance); after fence_advance on the subscriber it writes.  The
 #    apply does not compare epochs: the publisher's next write of that row
 #    (a lower epoch) replaces the subscriber's local one.
+#
+# j. (last) A subscription a superuser does not own (16+: created by a role
+#    with pg_create_subscription, run_as_owner = true, as the review did;
+#    15: handed over to a role that is then demoted), from a publisher it
+#    controls: its apply of a row with epoch 9000000000000000000 is refused
+#    as any writer's would be (5G002 in the log, apply_error_count rises,
+#    the row is absent).  Twin: after fence_grant_replication the retried
+#    apply lands the row unchecked, as every subscription's did before.
+#    After fence_revoke_replication the next change fails again; the audit
+#    log has each call; mallory cannot grant itself (42501); DROP TABLE
+#    forgets the table's grants.
 #
 # Waits poll the catalogs and statistics (wait_for_subscription_sync,
 # wait_for_catchup, poll_query_until); no pass or fail depends on timing.
@@ -461,6 +477,35 @@ is(sqlstate($sub, $setup, extra => [ '-U', 'fence_plain' ]), '42501',
 	'g: a plain role cannot set up a replication origin (42501)');
 is(sqlstate($sub, 'INSERT INTO local_only VALUES (3, 3)', extra => [ '-U', 'fence_plain' ]), '5F003',
 	'g: ... and its write without a token is refused (5F003)');
+# The trust is the session user's, not the session's: a plain role granted
+# the origin functions is guarded like any writer until
+# fence_grant_replication trusts it with the table.
+q1($sub, q{
+DO $$
+DECLARE
+  f regprocedure;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure FROM pg_proc p
+            WHERE p.proname = 'pg_replication_origin_session_setup'
+              AND p.pronamespace = 'pg_catalog'::regnamespace LOOP
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO fence_plain', f);
+  END LOOP;
+END $$;
+});
+my $plain_origin = "$setup INSERT INTO local_only VALUES (4, 4, 888)";
+is(sqlstate($sub, $setup, extra => [ '-U', 'fence_plain' ]), 'ok',
+	'g: granted the origin functions, the plain role sets up an origin');
+isnt(sqlstate($sub, $plain_origin, extra => [ '-U', 'fence_plain' ]), 'ok',
+	'g: ... and its write with an origin, an epoch of its own and no token is guarded: refused');
+is(q1($sub, 'SELECT count(*) FROM local_only WHERE id = 4'), '0', 'g: ... the row did not land');
+q1($sub, q{SELECT fence_grant_replication('local_only', 'fence_plain')});
+is(sqlstate($sub, $plain_origin, extra => [ '-U', 'fence_plain' ]), 'ok',
+	'g twin: once fence_grant_replication trusts fence_plain with local_only, the same write lands');
+is(q1($sub, 'SELECT writer_epoch FROM local_only WHERE id = 4'), '888',
+	'g twin: ... unchecked, with the epoch it wrote');
+q1($sub, q{SELECT fence_revoke_replication('local_only', 'fence_plain')});
+isnt(sqlstate($sub, "$setup INSERT INTO local_only VALUES (5, 5, 889)", extra => [ '-U', 'fence_plain' ]), 'ok',
+	'g: after fence_revoke_replication the next such write is refused again');
 
 # ---------------------------------------------------------------------------
 # i. publishing fence_claims: the claims, not the counter
@@ -504,6 +549,94 @@ is(q1($sub, 'SELECT v || \' \' || writer_epoch FROM acct WHERE id = 1'), "600 $t
 	'h: the publisher\'s next write of the row (a lower epoch) replaces the local one: the apply does not compare');
 same_as_publisher('h: in the end', qw(acct stock ev ledger));
 is(sub_errors(), '0 0', 'e: in the end: apply_error_count 0, sync_error_count 0');
+
+# ---------------------------------------------------------------------------
+# j. a subscription a superuser does not own
+
+my $major = int(q1($sub, 'SHOW server_version_num') / 10000);
+$pub->safe_psql('postgres', 'CREATE DATABASE attack');
+$pub->safe_psql('attack', q{
+CREATE TABLE vault (id int PRIMARY KEY, v int NOT NULL,
+                    writer_epoch bigint NOT NULL DEFAULT 0);
+CREATE PUBLICATION pub_m FOR TABLE vault;
+});
+# On 16 and later the apply of a subscription a superuser does not own must
+# authenticate with a password: the publisher asks for one in database attack.
+my $pubuser = q1($pub, 'SELECT current_user');
+q1($pub, "ALTER ROLE $pubuser PASSWORD 'fence-t008'");
+{
+	my $hba = $pub->data_dir . '/pg_hba.conf';
+	my $old = slurp_file($hba);
+	open(my $fh, '>', $hba) or die "$hba: $!";
+	print $fh "local attack all scram-sha-256\n" . $old;
+	close($fh);
+	$pub->reload;
+}
+# this test's own connections to attack give it too (trust ignores it)
+$ENV{PGPASSWORD} = 'fence-t008';
+my $mconn = $pub->connstr . " dbname=attack user=$pubuser password=fence-t008";
+q1($sub, q{
+CREATE TABLE vault (id int PRIMARY KEY, v int NOT NULL,
+                    writer_epoch bigint NOT NULL DEFAULT 0);
+SELECT fence_protect('vault');
+CREATE ROLE mallory LOGIN;
+GRANT SELECT, INSERT, UPDATE ON vault TO mallory;
+});
+my $t_v = q1($sub, q{SELECT fence_claim('vault:1', '1 hour', 'worker')});
+q1($sub, "BEGIN; SELECT fence_begin('vault:1', $t_v); INSERT INTO vault (id, v) VALUES (1, 100); COMMIT;");
+is(sqlstate($sub, 'INSERT INTO vault (id, v) VALUES (2, 666)', extra => [ '-U', 'mallory' ]), '5F003',
+	"j: mallory's own write without a token is refused (5F003)");
+if ($major >= 16)
+{
+	# the review's way: pg_create_subscription, run_as_owner
+	q1($sub, 'GRANT pg_create_subscription TO mallory; GRANT CREATE ON DATABASE postgres TO mallory;');
+	$sub->safe_psql('postgres',
+		"CREATE SUBSCRIPTION msub CONNECTION '$mconn' PUBLICATION pub_m WITH (copy_data = false, run_as_owner = true)",
+		extra_params => [ '-U', 'mallory' ]);
+}
+else
+{
+	# 15 lets only superusers create or own a subscription: mallory is one
+	# while it takes this one over, then is no longer
+	q1($sub, 'ALTER ROLE mallory SUPERUSER');
+	q1($sub, "CREATE SUBSCRIPTION msub CONNECTION '$mconn' PUBLICATION pub_m WITH (copy_data = false)");
+	q1($sub, 'ALTER SUBSCRIPTION msub OWNER TO mallory');
+	q1($sub, 'ALTER ROLE mallory NOSUPERUSER');
+}
+is(q1($sub, q{SELECT r.rolname || ' ' || r.rolsuper FROM pg_subscription s JOIN pg_roles r ON r.oid = s.subowner WHERE s.subname = 'msub'}),
+	'mallory false', 'j: subscription msub is owned by mallory, not a superuser');
+my $msub_errors = sub {
+	return q1($sub, q{SELECT coalesce((SELECT apply_error_count FROM pg_stat_subscription_stats WHERE subname = 'msub'), 0)});
+};
+my $log_at = -s $sub->logfile;
+$pub->safe_psql('attack', 'INSERT INTO vault VALUES (2, 666, 9000000000000000000)');
+ok($sub->poll_query_until('postgres', q{SELECT apply_error_count > 0 FROM pg_stat_subscription_stats WHERE subname = 'msub'}),
+	"j: mallory's apply of a row with no token of the subscriber's fails");
+is(q1($sub, 'SELECT count(*) FROM vault WHERE id = 2'), '0',
+	'j: ... and the row (epoch 9000000000000000000) did not land');
+like(slurp_file($sub->logfile, $log_at), qr/ERROR:  5G002: .*9000000000000000000/,
+	'j: ... refused as any writer would be: 5G002, a token fence never issued (server log)');
+q1($sub, q{SELECT fence_grant_replication('vault', 'mallory')});
+ok($sub->poll_query_until('postgres', 'SELECT count(*) = 1 FROM vault WHERE id = 2'),
+	'j twin: once fence_grant_replication trusts mallory with vault, the retried apply lands the row');
+is(q1($sub, 'SELECT v || \' \' || writer_epoch FROM vault WHERE id = 2'), '666 9000000000000000000',
+	'j twin: ... unchecked, with the epoch the publisher wrote (what the review saw with no grant at all)');
+q1($sub, q{SELECT fence_revoke_replication('vault', 'mallory')});
+my $before = $msub_errors->();
+$pub->safe_psql('attack', 'INSERT INTO vault VALUES (3, 667, 9000000000000000001)');
+ok($sub->poll_query_until('postgres', "SELECT apply_error_count > $before FROM pg_stat_subscription_stats WHERE subname = 'msub'"),
+	'j: after fence_revoke_replication the next such change fails again');
+is(q1($sub, 'SELECT count(*) FROM vault WHERE id = 3'), '0', 'j: ... and does not land');
+is(q1($sub, q{SELECT string_agg(action || ':' || relation, ' ' ORDER BY id) FROM fence_audit_log WHERE action ~ 'replication'}),
+	'grant_replication:public.local_only revoke_replication:public.local_only grant_replication:public.vault revoke_replication:public.vault',
+	'j: every grant and revoke is in fence_audit_log');
+is(sqlstate($sub, q{SELECT fence_grant_replication('vault', 'mallory')}, extra => [ '-U', 'mallory' ]), '42501',
+	"j: mallory cannot grant itself the table (42501: not its owner)");
+q1($sub, 'DROP SUBSCRIPTION msub');
+q1($sub, q{SELECT fence_grant_replication('vault', 'mallory')});
+q1($sub, 'DROP TABLE vault');
+is(q1($sub, q{SELECT count(*) FROM fence_replication_grants}), '0',
+	'j: no grant outlives its table');
 
 $sub->stop;
 $pub->stop;
