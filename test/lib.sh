@@ -94,9 +94,15 @@ fence_need_root()
 # Install Debian packages, skipping apt entirely when all are installed.
 fence_install_packages()
 {
-	local missing=() p
+	local missing=() p provided
+	# what installed packages provide counts as installed: NodeSource's
+	# nodejs provides (and conflicts with) npm, and asking apt for npm there
+	# would replace that nodejs with Debian's
+	provided=" $(dpkg-query -W -f='${db:Status-Abbrev}|${Provides}\n' 2>/dev/null |
+		sed -n 's/^ii *|//p' | tr ',' '\n' | sed 's/([^)]*)//; s/^ *//; s/ *$//' | tr '\n' ' ') "
 	for p in "$@"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			[[ "$provided" == *" $p "* ]] ||
 			missing+=("$p")
 	done
 	if [ ${#missing[@]} -eq 0 ]; then
