@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""test/checks/snippets.py: run the SQL snippets of a Markdown file, verbatim
-and in order, and say which ones fail.  Called by test/checks/snippets.sh,
-once per file, against a fresh database "app" with nothing in it.
+"""test/checks/snippets.py: run the SQL, Python and JavaScript snippets of a
+Markdown file, verbatim and in order, and say which ones fail.  Called by
+test/checks/snippets.sh, once per file, against a fresh database "app" with
+nothing in it.
 
 The convention (also at the top of test/checks/snippets.sh):
 
@@ -11,6 +12,26 @@ The convention (also at the top of test/checks/snippets.sh):
   (\\gset, \\set) carry over to the next snippets of the file, as in one
   psql; session state (SET, temp tables, transactions) does not.  It passes
   if psql exits 0 and printed no error.
+- Every block with the info string "python" runs verbatim as a program of
+  its own: /usr/bin/python3 (Debian's, with psycopg 3; --python), with the
+  tree's clients/python first on PYTHONPATH (so `import fence` is the
+  tree's client) and the snippet's database in the environment: PGHOST,
+  PGPORT, PGDATABASE=app and PGUSER (the superuser, or the role of an "as"
+  marker), so that `psycopg.connect("")` and `psycopg.connect("dbname=app
+  user=worker")` both reach it.  It passes if it exits 0 within the
+  timeout; its output is shown when it fails.  A worker loop would wait
+  forever: write the example so that it processes its job and returns.
+- Every block with the info string "js" (or "javascript") runs the same
+  way with node (--node), the same PG* variables, when the tree has a Node
+  client (clients/node/package.json): once per file, before the first such
+  block, clients/node is copied (without node_modules) into a work
+  directory and `npm ci` (`npm install` when it has no package-lock.json)
+  installs its dependencies there; the block's `require('NAME')` (NAME the
+  package.json's name, "fence") finds that copy, and `require('pg')` the
+  pg it installed (NODE_PATH).  Without clients/node each js block is
+  listed "skip ... (no clients/node in this tree)"; without node or npm on
+  the machine, "skip ... (no node/npm on this machine)".  A failed npm
+  fails every js block of the file.
 - Shell blocks (sh, bash, shell, console) are never run, and each must carry
   a skip marker: an unmarked shell block fails.  Blocks with no info string
   (output, signatures) and other languages are ignored.
@@ -20,6 +41,10 @@ The convention (also at the top of test/checks/snippets.sh):
                                        block runs with ON_ERROR_STOP 0)
     <!-- snippet: skip (reason) -->    not run, listed with the reason
     <!-- snippet: as ROLE -->          SET SESSION AUTHORIZATION ROLE first
+                                       (python, js: PGUSER=ROLE; the role
+                                       must be able to log in)
+  "error" is for sql blocks only: a python or js block that should fail
+  is not an example.
 - A hidden setup block runs at its place, like a snippet that must succeed:
     <!-- snippet: setup
     CREATE TABLE orders (...);
@@ -31,17 +56,22 @@ it, and last a line "counts run=N errors=E skipped=S failed=F".  The exit
 status is 1 if any block failed.
 
 Usage: snippets.py [--list] [--verbose] --label NAME --psql PATH --host DIR --port N
-                   [--user postgres] [--dbname app] FILE
+                   [--user postgres] [--dbname app] [--tree DIR]
+                   [--python /usr/bin/python3] [--node node] [--npm npm] FILE
+(--tree: the source tree whose clients/ the blocks use; else the tree this
+script is in.)
 """
 
 import argparse
 import os
+import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
-RUN_LANGS = {"sql"}
+RUN_LANGS = {"sql": "sql", "python": "python", "js": "js", "javascript": "js"}
 SHELL_LANGS = {"sh", "bash", "shell", "console", "shell-session", "zsh"}
 MARKER = re.compile(r"^\s*<!--\s*snippet:\s*(.*?)\s*-->\s*$")
 SETUP_OPEN = re.compile(r"^\s*<!--\s*snippet:\s*setup\s*$")
@@ -70,7 +100,7 @@ class Block:
         self.line = line        # 1-based line of the opening fence (or marker)
         self.lang = lang
         self.text = text        # the content, indentation removed
-        self.kind = kind        # "sql", "shell", "setup"
+        self.kind = kind        # "sql", "python", "js", "shell", "setup"
         self.errors = []        # expected SQLSTATEs
         self.skip = None        # reason
         self.role = None
@@ -141,8 +171,8 @@ def extract(path):
                 while k < indent and k < len(raw) and raw[k] == " ":
                     k += 1
                 body.append(raw[k:])
-            kind = ("sql" if lang in RUN_LANGS else
-                    "shell" if lang in SHELL_LANGS else None)
+            kind = (RUN_LANGS.get(lang) or
+                    ("shell" if lang in SHELL_LANGS else None))
             if kind:
                 b = Block(i + 1, lang, "\n".join(body) + "\n", kind)
                 if pending:
@@ -246,6 +276,103 @@ def run_block(args, block, variables, workdir):
     return True, "", shown, new_vars
 
 
+def program_env(args, block, extra=None):
+    """The environment of a python or js block: the snippet's database."""
+    env = dict(os.environ, PGHOST=args.host, PGPORT=str(args.port),
+               PGDATABASE=args.dbname,
+               PGUSER=(block.role or args.user).strip('"'),
+               PGAPPNAME="snippets")
+    env.pop("PGOPTIONS", None)     # lc_messages is for superusers only
+    env.pop("PGPASSWORD", None)
+    env.pop("PGSERVICE", None)
+    env.update(extra or {})
+    return env
+
+
+def run_program(args, block, workdir, cmd, name, env):
+    """Run a python or js block as a program; return (ok, why, output)."""
+    script = os.path.join(workdir, name)
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(block.text)
+    try:
+        p = subprocess.run(cmd + [script], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=args.timeout,
+                           cwd=os.path.dirname(script), env=env)
+    except subprocess.TimeoutExpired as e:
+        return (False, "timed out after %ds (a worker loop? process one job "
+                "and return)" % args.timeout,
+                (e.stdout or b"").decode(errors="replace"))
+    except OSError as e:
+        return False, "cannot run %s: %s" % (cmd[0], e), ""
+    out = p.stdout.decode(errors="replace")
+    if p.returncode != 0:
+        return False, "%s exited with %d" % (os.path.basename(cmd[0]),
+                                             p.returncode), out
+    return True, "", out
+
+
+def run_python(args, block, workdir):
+    path = os.path.join(args.tree, "clients", "python")
+    old = os.environ.get("PYTHONPATH")
+    env = program_env(args, block, {
+        "PYTHONPATH": path + (os.pathsep + old if old else ""),
+        "PYTHONDONTWRITEBYTECODE": "1"})
+    return run_program(args, block, workdir, [args.python], "block.py", env)
+
+
+class NodeClient:
+    """clients/node copied into the work directory and npm-installed, once."""
+
+    def __init__(self, args, workdir):
+        self.args = args
+        self.workdir = workdir
+        self.state = None       # None: not tried; else ("skip"|"fail"|"ok", why)
+        self.run_dir = os.path.join(workdir, "js")
+        self.copy = os.path.join(workdir, "node-client")
+
+    def prepare(self):
+        if self.state is not None:
+            return self.state
+        src = os.path.join(self.args.tree, "clients", "node")
+        if not os.path.isfile(os.path.join(src, "package.json")):
+            self.state = ("skip", "no clients/node in this tree")
+            return self.state
+        node = shutil.which(self.args.node)
+        npm = shutil.which(self.args.npm)
+        if not node or not npm:
+            self.state = ("skip", "no node/npm on this machine")
+            return self.state
+        self.node = node
+        shutil.copytree(src, self.copy, symlinks=True,
+                        ignore=shutil.ignore_patterns("node_modules"))
+        with open(os.path.join(self.copy, "package.json"), encoding="utf-8") as f:
+            name = json.load(f).get("name") or "fence"
+        lock = os.path.exists(os.path.join(self.copy, "package-lock.json"))
+        cmd = [npm, "ci" if lock else "install", "--no-audit", "--no-fund",
+               "--loglevel=error"]
+        try:
+            p = subprocess.run(cmd, cwd=self.copy, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=300)
+            out, rc = p.stdout.decode(errors="replace"), p.returncode
+        except subprocess.TimeoutExpired:
+            out, rc = "timed out after 300 s", -1
+        if rc != 0:
+            self.state = ("fail", "%s in a copy of clients/node failed:\n%s" %
+                          (" ".join(cmd[1:2]), out[-2000:]))
+            return self.state
+        link = os.path.join(self.run_dir, "node_modules", name)
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(self.copy, link)
+        self.state = ("ok", "npm %s: %s" % (cmd[1], name))
+        return self.state
+
+    def run(self, block):
+        env = program_env(self.args, block, {
+            "NODE_PATH": os.path.join(self.copy, "node_modules")})
+        return run_program(self.args, block, self.run_dir, [self.node],
+                           "block.js", env)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--list", action="store_true")
@@ -260,6 +387,11 @@ def main():
     ap.add_argument("--user", default="postgres")
     ap.add_argument("--dbname", default="app")
     ap.add_argument("--timeout", type=int, default=60)
+    ap.add_argument("--tree", default=os.path.normpath(os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "..")))
+    ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--npm", default="npm")
     ap.add_argument("file")
     args = ap.parse_args()
     args.label = args.label or args.file
@@ -272,6 +404,7 @@ def main():
     variables = {}
     with tempfile.TemporaryDirectory(prefix="snippets.") as workdir:
         os.chmod(workdir, 0o755)
+        node = NodeClient(args, workdir)
         for b in blocks:
             loc = "%s:%d" % (args.label, b.line)
             what = " (setup)" if b.kind == "setup" else ""
@@ -288,11 +421,34 @@ def main():
                       "<!-- snippet: skip (reason) -->" % (loc, b.lang))
                 n_fail += 1
                 continue
+            if b.kind in ("python", "js") and b.errors:
+                print("FAILED %s: an error marker is for ```sql blocks only" % loc)
+                n_fail += 1
+                continue
+            if b.kind == "js" and not args.list:
+                state, why = node.prepare()
+                if state == "skip":
+                    print("skip   %s (%s)" % (loc, why))
+                    n_skip += 1
+                    continue
+                if state == "fail":
+                    print("FAILED %s (js): %s" % (loc, why.split("\n")[0]))
+                    for oline in why.split("\n")[1:][-25:]:
+                        print("       | " + oline)
+                    n_fail += 1
+                    continue
+            if b.kind in ("python", "js"):
+                what = " (%s)" % b.kind
             if args.list:
                 print("run    %s%s%s" % (loc, what, " error " +
                       " ".join(b.errors) if b.errors else ""))
                 continue
-            ok, why, output, variables = run_block(args, b, variables, workdir)
+            if b.kind == "python":
+                ok, why, output = run_python(args, b, workdir)
+            elif b.kind == "js":
+                ok, why, output = node.run(b)
+            else:
+                ok, why, output, variables = run_block(args, b, variables, workdir)
             n_run += 1
             if ok:
                 n_err += 1 if b.errors else 0

@@ -1,17 +1,26 @@
 #!/usr/bin/env bash
-# test/checks/snippets.sh: every SQL snippet in README.md and doc/fence.md
-# runs as written, in order, against real PostgreSQL with fence installed
-# (the README's first five minutes must work when pasted).
+# test/checks/snippets.sh: every SQL, Python and JavaScript snippet in
+# README.md, doc/worker.md and doc/fence.md runs as written, in order,
+# against real PostgreSQL with fence installed (the README's first five
+# minutes, and a first worker, must work when pasted).
 #
 # For each file: a fresh throwaway cluster, a database "app" with nothing in
 # it (the file's own snippets create the extension), then
 # test/checks/snippets.py runs each ```sql block verbatim in its own psql
 # session as the superuser, with ON_ERROR_STOP, in file order; psql
 # variables (:token from \gset) carry over to the next blocks of the file.
+# Each ```python block runs as a program with /usr/bin/python3, the tree's
+# clients/python on PYTHONPATH and PGHOST/PGPORT/PGDATABASE=app/PGUSER set
+# to the file's database (psycopg.connect("") reaches it); each ```js block
+# with node, the same variables, and the tree's clients/node npm-installed
+# in a copy ("skip ... (no clients/node in this tree)" while there is none).
+# A python or js block passes if it exits 0 within 60 s: a worker in an
+# example processes its job and returns.
 # Markers, HTML comments on the line before a block (invisible on GitHub):
 #   <!-- snippet: error 5F001 -->     the block must raise exactly this SQLSTATE
 #   <!-- snippet: skip (reason) -->   not run (shell, replication, pg_cron, ...)
 #   <!-- snippet: as ROLE -->         run after SET SESSION AUTHORIZATION ROLE
+#                                     (python, js: as PGUSER=ROLE)
 #   <!-- snippet: setup               hidden SQL, run at its place; ends with a
 #   ...                               line "-->"
 #   -->
@@ -26,11 +35,12 @@
 #
 # Environment: FENCE_PORT (else 54360), FENCE_WORK, FENCE_SRC (else this
 # tree: fence must already be installed), FENCE_KEEP=1,
-# FENCE_SNIPPET_FILES="README.md doc/fence.md" (paths relative to the tree),
+# FENCE_SNIPPET_FILES="README.md doc/worker.md doc/fence.md" (paths relative
+# to the tree),
 # FENCE_SNIPPET_VERBOSE=1 (show the output of every block, not only failed ones).
 #
-# fence-check-timeout: 300
-# fence-check-packages: python3
+# fence-check-timeout: 480
+# fence-check-packages: python3 python3-psycopg
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=test/lib.sh
@@ -39,7 +49,7 @@ fence_need_root "$0" "$@"
 fence_pg_setup
 
 src=${FENCE_SRC:-$(cd "$here/../.." && pwd)}
-files=${FENCE_SNIPPET_FILES:-README.md doc/fence.md}
+files=${FENCE_SNIPPET_FILES:-README.md doc/worker.md doc/fence.md}
 port=${FENCE_PORT:-54360}
 own_work=0
 work=${FENCE_WORK:-}
@@ -79,7 +89,7 @@ for f in $files; do
 	# shellcheck disable=SC2086
 	out=$(/usr/bin/python3 "$here/snippets.py" ${FENCE_SNIPPET_VERBOSE:+--verbose} --label "$f" \
 		--psql "$FENCE_PG_BIN/psql" --host "$dir/sock" --port "$p" \
-		--user postgres --dbname app "$src/$f")
+		--user postgres --dbname app --tree "$src" "$src/$f")
 	printf '%s\n' "$out" | grep -v '^counts '
 	counts=$(printf '%s\n' "$out" | sed -n 's/^counts //p')
 	if [ -z "$counts" ]; then
