@@ -271,19 +271,26 @@ guard_config(FunctionCallInfo fcinfo)
 	return cfg;
 }
 
-/*
- * Is relid, or a partitioned table it belongs to, replicated by this
- * subscription (syncrelid invalid), or the table being synchronised?
- */
-static bool
-guard_subscribed(Oid relid, Oid subid, Oid syncrelid)
+/* relid and the partitioned tables it belongs to, nearest first. */
+static List *
+guard_lineage(Oid relid)
 {
 	List	   *rels = list_make1_oid(relid);
-	ListCell   *lc;
-	bool		found = false;
 
 	if (get_rel_relispartition(relid))
 		rels = list_concat(rels, get_partition_ancestors(relid));
+	return rels;
+}
+
+/*
+ * Is a relation of rels (guard_lineage) replicated by this subscription
+ * (syncrelid invalid), or the table being synchronised?
+ */
+static bool
+guard_subscribed(List *rels, Oid subid, Oid syncrelid)
+{
+	ListCell   *lc;
+
 	foreach(lc, rels)
 	{
 		Oid			candidate = lfirst_oid(lc);
@@ -292,39 +299,27 @@ guard_subscribed(Oid relid, Oid subid, Oid syncrelid)
 			SearchSysCacheExists2(SUBSCRIPTIONRELMAP,
 								  ObjectIdGetDatum(candidate),
 								  ObjectIdGetDatum(subid)))
-		{
-			found = true;
-			break;
-		}
+			return true;
 	}
-	list_free(rels);
-	return found;
+	return false;
 }
 
 /*
- * Is relid, or a partitioned table it belongs to, granted to roleid for
- * replication (fence_grant_replication)?
+ * Is a relation of rels (guard_lineage) granted to roleid for replication
+ * (fence_grant_replication)?
  */
 static bool
-guard_replication_granted(Oid fn_oid, Oid relid, Oid roleid)
+guard_replication_granted(Oid fn_oid, List *rels, Oid roleid)
 {
 	FenceCatalog *cat = fence_catalog(fn_oid);
-	List	   *rels = list_make1_oid(relid);
 	ListCell   *lc;
-	bool		found = false;
 
-	if (get_rel_relispartition(relid))
-		rels = list_concat(rels, get_partition_ancestors(relid));
 	foreach(lc, rels)
 	{
 		if (fence_replication_granted(cat, lfirst_oid(lc), roleid))
-		{
-			found = true;
-			break;
-		}
+			return true;
 	}
-	list_free(rels);
-	return found;
+	return false;
 }
 
 /*
@@ -358,7 +353,9 @@ static bool
 guard_applying_replicated(Oid fn_oid, Oid relid, int depth)
 {
 	bool		builtin = IsLogicalWorker();
+	List	   *rels = NIL;
 	Oid			writer;
+	bool		trusted;
 
 	if (!builtin && replorigin_session_origin_compat() == InvalidReplOriginId)
 		return false;
@@ -366,15 +363,27 @@ guard_applying_replicated(Oid fn_oid, Oid relid, int depth)
 		return false;
 	if (builtin)
 	{
-		if (!guard_subscribed(relid, MySubscription->oid,
+		rels = guard_lineage(relid);
+		if (!guard_subscribed(rels, MySubscription->oid,
 							  am_tablesync_worker() ? MyLogicalRepWorker->relid : InvalidOid))
+		{
+			list_free(rels);
 			return false;
+		}
 		writer = MySubscription->owner;
 	}
 	else
 		writer = GetSessionUserId();
-	return superuser_arg(writer) ||
-		guard_replication_granted(fn_oid, relid, writer);
+	if (superuser_arg(writer))
+		trusted = true;
+	else
+	{
+		if (rels == NIL)
+			rels = guard_lineage(relid);
+		trusted = guard_replication_granted(fn_oid, rels, writer);
+	}
+	list_free(rels);
+	return trusted;
 }
 
 /* One row's write, as the guard sees it. */
