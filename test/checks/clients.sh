@@ -21,7 +21,9 @@
 #    5F, the handler stops) and with b (lands); it exits non-zero otherwise
 #    and prints "NAME: ok, token A fenced, token B wrote". The check then
 #    reads the row itself: quantity 8 (two writes, not three), writer_epoch B,
-#    and the job's claim is B, released.
+#    and the job's claim is B, released. fence's own clients run the same
+#    story: fence-python.py with clients/python on PYTHONPATH, fence-node.js
+#    with clients/node copied into the node_modules of the pinned pg.
 # 3. The unprotected twin: the stale write of step 2 (token a, after b's
 #    write), made with the epoch in the statement, is refused with 5F001 on
 #    the protected table and lands on an unprotected copy, where b's
@@ -109,7 +111,7 @@ if ! awk -v dest="$snip" '
 	bad "extract the programs of doc/clients.md: $(cat "$out/extract.err")"
 	exit 1
 fi
-expected="Fenced.java dbd-pg.pl frozen.py libpq.c node-postgres.js pgbouncer.py psycopg3.py queue.sql ruby-pg.rb schema.sql skip-locked.py"
+expected="Fenced.java dbd-pg.pl fence-node.js fence-python.py frozen.py libpq.c node-postgres.js pgbouncer.py psycopg3.py queue.sql ruby-pg.rb schema.sql skip-locked.py"
 check "doc/clients.md has exactly the programs this check runs" "$(sort "$out/extracted" | paste -sd ' ' -)" "$expected"
 
 # ===========================================================================
@@ -185,12 +187,19 @@ fi
 
 echo "--- psycopg 3 ($(/usr/bin/python3 -c 'import psycopg; print(psycopg.__version__)' 2>&1))"
 run psycopg3.py /usr/bin/python3 psycopg3.py && verify_row psycopg3.py psycopg sku-py
+echo "--- fence's Python client (clients/python)"
+PYTHONPATH="$src/clients/python" run fence-python.py /usr/bin/python3 -B fence-python.py &&
+	verify_row fence-python.py fence-python sku-fpy
 
 echo "--- node-postgres (node $(node --version 2>&1), npm $(npm --version 2>&1))"
 cp "$src/test/clients/package.json" "$src/test/clients/package-lock.json" "$snip/"
 if (cd "$snip" && timeout 180 npm ci --no-audit --no-fund) >"$out/npm.out" 2>&1; then
 	ok "npm ci installs pg $(sed -n 's/.*"version": "\(.*\)".*/\1/p' "$snip/node_modules/pg/package.json" | head -n 1) from test/clients/package-lock.json"
 	run node-postgres.js node node-postgres.js && verify_row node-postgres.js node-postgres sku-js
+	echo "--- fence's Node client (clients/node, beside that node-postgres)"
+	mkdir -p "$snip/node_modules/fence"
+	cp "$src/clients/node/package.json" "$src/clients/node"/index.* "$snip/node_modules/fence/"
+	run fence-node.js node fence-node.js && verify_row fence-node.js fence-node sku-fjs
 else
 	bad "npm ci in a copy of test/clients"
 	tail -n 20 "$out/npm.out" | sed 's/^/    /'
@@ -315,7 +324,7 @@ fence_check_no_crash "$dir/server.log"
 
 total=$((n_ok + n_fail))
 if [ "$n_fail" = 0 ]; then
-	echo "clients: all $total assertions hold (libpq, psycopg, node-postgres, JDBC, ruby-pg, DBD::Pg, SKIP LOCKED queue, PgBouncer, frozen worker)"
+	echo "clients: all $total assertions hold (fence-python, fence-node, libpq, psycopg, node-postgres, JDBC, ruby-pg, DBD::Pg, SKIP LOCKED queue, PgBouncer, frozen worker)"
 	exit 0
 fi
 echo "clients: $n_fail of $total assertions FAILED"
