@@ -1,21 +1,29 @@
 #!/usr/bin/env node
-// examples/node/worker.js: a fence job worker with node-postgres (pg 8.16).
+// examples/node/worker.js: a fence job worker with fence's Node client.
 //
 //   npm ci && node worker.js ID [LEASE_SECONDS [WORK_SECONDS]]
 //
 // The job "count:ID" adds one to the row ID of the protected table counters
-// (examples/schema.sql). The loop: fence_claim the job (null: someone holds
-// it, try again later); read the counter; work for WORK_SECONDS, renewing the
-// lease with fence_renew every third of it; then, in one transaction,
-// fence_begin and write the new value; then fence_release. An error whose
-// SQLSTATE (err.code) is of class 5F means this execution was fenced: a newer
-// one owns the job or the row. It ends the job at once, without a retry,
-// because the same token would be fenced again. Any other error is retried
-// from the claim, a few times.
+// (examples/schema.sql). The handler, with clients/node (package fence, over
+// node-postgres): claim() claims the job (HeldError: someone holds it, try
+// again later) and renews the lease in the background while the handler
+// runs; the handler reads the counter, works for WORK_SECONDS, then writes
+// the new value; the read and the write each run in job.transaction()
+// (BEGIN, fence_begin, the statement, COMMIT), and the claim is released on
+// the way out. FencedError (an error of SQLSTATE class 5F) means this
+// execution was fenced: a newer one owns the job or the row. It ends the job
+// at once, without a retry, because the same token would be fenced again.
+// Any other error is node-postgres's own, and is retried from the claim, a
+// few times.
 //
-// Tokens are bigint: node-postgres returns int8 as a string, and the worker
-// passes that string back as is. Never turn a token into a Number (above 2^53
-// it would be rounded to another token); the counter's arithmetic uses BigInt.
+// Tokens are bigint: node-postgres returns int8 as a string (job.token), and
+// the client passes that string back as is. Never turn a token into a Number
+// (above 2^53 it would be rounded to another token); the counter's
+// arithmetic uses BigInt.
+//
+// The work is split into steps of 100 ms: after each, the worker says when
+// the client has renewed the lease meanwhile (job.renewedUntil), and it stops
+// early once job.signal is aborted (the claim was taken over).
 //
 // Connection settings come from the environment (PGHOST, PGPORT, PGDATABASE,
 // ...). Output is one line per step; exit status 0 done, 3 fenced, 1 gave up.
@@ -24,133 +32,139 @@
 'use strict'
 
 const major = Number(process.versions.node.split('.')[0])
-if (major < 16) {
-  console.log(`SKIP examples/node: node-postgres 8.16 needs Node.js 16 or later; this is ${process.version}`)
+if (major < 20) {
+  console.log(`SKIP examples/node: fence's Node client needs Node.js 20 or later; this is ${process.version}`)
   process.exit(0)
 }
 
-const { Client } = require('pg')
+const { Pool } = require('pg')
+const { claim, HeldError, FencedError } = require('fence')
 
 const MAX_ATTEMPTS = 5 // attempts after an error that is retryable
 const HELD_WAIT_MS = 60000 // how long to keep trying a held job
 
-class Fenced extends Error {}
 class NoCounter extends Error {}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms))
-const isFenced = (err) => Boolean(err) && typeof err.code === 'string' && err.code.startsWith('5F')
 
-// One attempt. Resolves true when done, false when the job is held.
-async function runJob (client, id, job, lease, work) {
-  const claim = await client.query(
-    'SELECT fence_claim($1, make_interval(secs => $2), $3) AS token', [job, lease, 'node-worker'])
-  const token = claim.rows[0].token // a string, or null
-  if (token === null) return false
-  console.log(`claimed ${job} token ${token}`)
-  try {
-    const read = await client.query('SELECT value FROM counters WHERE id = $1', [id])
-    if (read.rowCount !== 1) throw new NoCounter(`no counter ${id}`)
-    const value = BigInt(read.rows[0].value)
-    console.log(`read ${value}`)
-
-    // the handler's work; a long one renews the lease every third of it
-    const deadline = Date.now() + work * 1000
-    while (Date.now() < deadline) {
-      await sleep(Math.min((lease * 1000) / 3, Math.max(0, deadline - Date.now())))
-      if (Date.now() >= deadline) break
-      const r = await client.query(
-        'SELECT fence_renew($1, $2, make_interval(secs => $3)) AS until', [job, token, lease])
-      console.log(`renewed until ${r.rows[0].until.toISOString()}`)
+// The handler's work: `seconds`, in steps of 100 ms, saying each renewal the
+// client made meanwhile; over early when the claim was taken over.
+async function work (job, seconds) {
+  let seen = job.renewedUntil
+  const deadline = Date.now() + seconds * 1000
+  while (Date.now() < deadline && !job.signal.aborted) {
+    await sleep(Math.min(100, Math.max(0, deadline - Date.now())))
+    const until = job.renewedUntil
+    if (until !== null && (seen === null || until.getTime() !== seen.getTime())) {
+      seen = until
+      console.log(`renewed until ${until.toISOString()}`)
     }
-
-    if (process.env.FENCE_EXAMPLE_STOP_BEFORE_WRITE) {
-      console.log('stopping before the write')
-      process.kill(process.pid, 'SIGSTOP')
-    }
-
-    // the write: fence_begin binds the token, the guard checks every row
-    await client.query('BEGIN')
-    try {
-      await client.query('SELECT fence_begin($1, $2)', [job, token])
-      await client.query('UPDATE counters SET value = $1 WHERE id = $2', [(value + 1n).toString(), id])
-      await client.query('COMMIT')
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
-      throw err
-    }
-    console.log(`wrote ${value + 1n} token ${token}`)
-  } catch (err) {
-    if (isFenced(err)) throw new Fenced(`${err.code}: ${err.message}`)
-    // give the claim back before the retry
-    await client.query('SELECT fence_release($1, $2)', [job, token]).catch(() => {})
-    throw err
   }
+}
 
+// The release's outcome, as the client left it on the job.
+function sayReleased (job) {
+  if (job.released !== null) console.log(`released ${job.released}`)
+  else if (job.releaseError) console.log(`release failed (the lease runs out by itself): ${job.releaseError.message}`)
+}
+
+// One attempt: the claim, the handler, the release. Resolves to the exit
+// status, 0 done or 3 fenced; rejects with HeldError when the job is held,
+// and with any other error of the handler (the claim released).
+async function runJob (pool, id, name, lease, seconds) {
+  let claimed = null
+  let wrote = false
   try {
-    const r = await client.query('SELECT fence_release($1, $2) AS released', [job, token])
-    console.log(`released ${r.rows[0].released}`)
+    await claim(pool, name, { lease: lease * 1000, holder: 'node-worker' }, async (job) => {
+      claimed = job
+      console.log(`claimed ${name} token ${job.token}`)
+      const value = await job.transaction(async (client) => {
+        const r = await client.query('SELECT value FROM counters WHERE id = $1', [id])
+        if (r.rowCount !== 1) throw new NoCounter(`no counter ${id}`)
+        return BigInt(r.rows[0].value)
+      })
+      console.log(`read ${value}`)
+
+      await work(job, seconds)
+
+      if (process.env.FENCE_EXAMPLE_STOP_BEFORE_WRITE) {
+        console.log('stopping before the write')
+        process.kill(process.pid, 'SIGSTOP')
+      }
+
+      // the write: job.transaction() binds the token, the guard checks every row
+      await job.transaction(async (client) => {
+        await client.query('UPDATE counters SET value = $1 WHERE id = $2', [(value + 1n).toString(), id])
+      })
+      console.log(`wrote ${value + 1n} token ${job.token}`)
+      wrote = true
+    })
   } catch (err) {
-    console.log(`release failed (the lease runs out by itself): ${err.message}`)
+    if (wrote) {
+      // the handler is done: only the release failed (the lease runs out by itself)
+      console.log(`release failed (the lease runs out by itself): ${err.message}`)
+      return 0
+    }
+    if (!(err instanceof FencedError)) throw err
+    // stale: stop, no retry (the claim was released on the way out)
+    console.log(`fenced ${err.code}: ${err.cause ? err.cause.message : err.message}`)
+    sayReleased(claimed)
+    return 3
   }
-  return true
+  sayReleased(claimed)
+  return 0
 }
 
 async function main () {
   const [id, leaseArg = '30', workArg = '0.5'] = process.argv.slice(2)
   const lease = Number(leaseArg)
-  const work = Number(workArg)
-  if (!id || !(lease > 0) || !(work >= 0)) {
+  const seconds = Number(workArg)
+  if (!id || !(lease > 0) || !(seconds >= 0)) {
     console.error('usage: node worker.js ID [LEASE_SECONDS [WORK_SECONDS]]')
     return 2
   }
-  const job = `count:${id}`
-  console.log(`worker pid ${process.pid} job ${job} lease ${lease}s`)
+  const name = `count:${id}`
+  console.log(`worker pid ${process.pid} job ${name} lease ${lease}s`)
 
-  let attempts = 0
-  let saidHeld = false
-  const heldUntil = Date.now() + HELD_WAIT_MS
-  let client = null
-  for (;;) {
-    try {
-      if (client === null) {
-        client = new Client({ application_name: 'fence-example-node' })
-        client.on('error', () => { client = null }) // a dead connection: reconnect
-        await client.connect()
+  const pool = new Pool({ application_name: 'fence-example-node' })
+  // an idle client that loses its connection: the pool drops it and makes a
+  // new one; without a listener, the error would end the process
+  pool.on('error', () => {})
+  try {
+    let attempts = 0
+    let saidHeld = false
+    const heldUntil = Date.now() + HELD_WAIT_MS
+    for (;;) {
+      try {
+        return await runJob(pool, id, name, lease, seconds)
+      } catch (err) {
+        if (err instanceof HeldError) {
+          if (!saidHeld) console.log(`held: ${name} is claimed by another worker; trying again`)
+          saidHeld = true
+          if (Date.now() > heldUntil) {
+            console.log(`gave up: ${name} stayed held`)
+            return 1
+          }
+          await sleep(200)
+          continue
+        }
+        if (err instanceof NoCounter) {
+          console.log(err.message)
+          return 1
+        }
+        console.log(`retryable ${err.code || '(no SQLSTATE)'}: ${err.message}`)
       }
-      if (await runJob(client, id, job, lease, work)) {
-        await client.end()
-        return 0
-      }
-      if (!saidHeld) console.log(`held: ${job} is claimed by another worker; trying again`)
-      saidHeld = true
-      if (Date.now() > heldUntil) {
-        console.log(`gave up: ${job} stayed held`)
+      if (++attempts >= MAX_ATTEMPTS) {
+        console.log(`gave up after ${attempts} attempts`)
         return 1
       }
-      await sleep(200)
-      continue
-    } catch (err) {
-      if (err instanceof Fenced) {
-        console.log(`fenced ${err.message}`)
-        if (client !== null) await client.end().catch(() => {})
-        return 3
-      }
-      if (err instanceof NoCounter) {
-        console.log(err.message)
-        return 1
-      }
-      console.log(`retryable ${err.code || '(no SQLSTATE)'}: ${err.message}`)
-      if (client !== null && !err.code) { // no SQLSTATE: the connection is gone
-        client.end().catch(() => {})
-        client = null
-      }
+      await sleep(500 * attempts)
     }
-    if (++attempts >= MAX_ATTEMPTS) {
-      console.log(`gave up after ${attempts} attempts`)
-      return 1
-    }
-    await sleep(500 * attempts)
+  } finally {
+    await pool.end().catch(() => {})
   }
 }
 
-main().then((code) => { process.exitCode = code })
+main()
+  .then((code) => { process.exitCode = code })
+  .catch((err) => { console.error(err); process.exitCode = 1 })

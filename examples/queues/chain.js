@@ -10,14 +10,15 @@
 // Step S of chain ID is the fence job "chain:ID:S" (also its graphile job
 // key).  Its effect adds one to the counter ID (the protected table counters
 // of examples/schema.sql); unless S is LAST, it enqueues step S + 1 with
-// graphile_worker.add_job.  Both happen in the step's final transaction:
+// graphile_worker.add_job.  Both happen in the step's final transaction,
+// with fence's Node client (clients/node; runFenced in fence.js claims,
+// renews and releases):
 //
-//   BEGIN;
-//   SELECT fence_begin(job, token);
-//   IF fence_once(job || ':effect') THEN <the effect> END IF;
-//   IF fence_once(job || ':next') THEN <add_job: the successor> END IF;
-//   COMMIT;
-//   SELECT fence_release(job, token);
+//   await job.transaction(async (client) => {        // BEGIN; fence_begin(job, token)
+//     if (await job.once(`${job.name}:effect`, client)) <the effect>
+//     if (await job.once(`${job.name}:next`, client)) <add_job: the successor>
+//   })                                               // COMMIT
+//                                                    // then fence_release(job, token)
 //
 // A stale execution (frozen past its lease) fails at fence_begin with 5F001:
 // its transaction, enqueue included, rolls back.  An execution that commits
@@ -34,14 +35,14 @@
 'use strict'
 
 const major = Number(process.versions.node.split('.')[0])
-if (major < 16) {
-  console.log(`SKIP examples/queues/chain.js: graphile-worker 0.17 with pg 8.16 needs Node.js 16 or later; this is ${process.version}`)
+if (major < 20) {
+  console.log(`SKIP examples/queues/chain.js: fence's Node client needs Node.js 20 or later; this is ${process.version}`)
   process.exit(0)
 }
 
 const { runOnce, makeWorkerUtils } = require('graphile-worker')
 const { Pool } = require('pg')
-const { isFenced } = require('./fence')
+const { runFenced } = require('./fence')
 
 const lease = Number(process.env.FENCE_LEASE || 30)
 const keyed = !process.env.FENCE_EXAMPLE_NO_ONCE
@@ -51,33 +52,20 @@ pgPool.on('connect', (client) => client.on('error', (err) => console.log(`connec
 
 async function chainStep (payload, helpers) {
   const { id, step, last } = payload
-  const job = `chain:${id}:${step}`
-  const client = await pgPool.connect()
-  let token = null
-  try {
-    const claim = await client.query(
-      'SELECT fence_claim($1, make_interval(secs => $2), $3) AS token',
-      [job, lease, `graphile-worker job ${helpers.job.id}`])
-    token = claim.rows[0].token
-    if (token === null) throw new Error(`${job} is held by another execution; retry later`)
-    console.log(`claimed ${job} token ${token}`)
-
-    await client.query('BEGIN')
-    try {
-      await client.query('SELECT fence_begin($1, $2)', [job, token])
-      const effect = keyed
-        ? (await client.query('SELECT fence_once($1) AS first', [`${job}:effect`])).rows[0].first
-        : true
+  const name = `chain:${id}:${step}`
+  // 'fenced' (superseded: its transaction, enqueue included, rolled back)
+  // ends the job with no retry: the task returns
+  await runFenced(pgPool, name, { lease, holder: `graphile-worker job ${helpers.job.id}` }, async (job) => {
+    await job.transaction(async (client) => {
+      const effect = keyed ? await job.once(`${name}:effect`, client) : true
       if (effect) {
         await client.query('UPDATE counters SET value = value + 1 WHERE id = $1', [id])
-        console.log(`effect ${job}`)
+        console.log(`effect ${name}`)
       } else {
-        console.log(`effect ${job} already applied: skipped`)
+        console.log(`effect ${name} already applied: skipped`)
       }
       if (step < last) {
-        const next = keyed
-          ? (await client.query('SELECT fence_once($1) AS first', [`${job}:next`])).rows[0].first
-          : true
+        const next = keyed ? await job.once(`${name}:next`, client) : true
         if (next) {
           // the queue's own table, in this transaction: it commits with the
           // effect.  A job key, so that rescue can replace the row if its
@@ -85,38 +73,19 @@ async function chainStep (payload, helpers) {
           // key does not merge a second successor away (it would, but only
           // while the first is still pending: not a guarantee).
           await client.query("SELECT graphile_worker.add_job('chain', $1::json, job_key => $2)",
-            [JSON.stringify({ id, step: step + 1, last }), `chain:${id}:${step + 1}:${token}`])
+            [JSON.stringify({ id, step: step + 1, last }), `chain:${id}:${step + 1}:${job.token}`])
           console.log(`enqueued chain:${id}:${step + 1}`)
         } else {
-          console.log(`successor of ${job} already enqueued: skipped`)
+          console.log(`successor of ${name} already enqueued: skipped`)
         }
       }
-      await client.query('COMMIT')
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => {})
-      throw err
-    }
-    console.log(`committed ${job}`)
+    })
+    console.log(`committed ${name}`)
     if (process.env.FENCE_EXAMPLE_KILL_AFTER_COMMIT) {
       console.log('killed after commit, before fence_release')
       process.kill(process.pid, 'SIGKILL')
     }
-  } catch (err) {
-    if (isFenced(err)) {
-      client.release()
-      console.log(`fenced ${err.code}: ${err.message}`)
-      return // end the job: no retry
-    }
-    if (token !== null) await client.query('SELECT fence_release($1, $2)', [job, token]).catch(() => {})
-    client.release(err.code ? undefined : err)
-    throw err
-  }
-  try {
-    const r = await client.query('SELECT fence_release($1, $2) AS released', [job, token])
-    console.log(`released ${r.rows[0].released}`)
-  } finally {
-    client.release()
-  }
+  })
 }
 
 async function main () {

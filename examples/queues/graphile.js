@@ -11,12 +11,14 @@
 // ...); FENCE_LEASE (seconds, default 30) and FENCE_WORK (seconds of work per
 // job, default 0) tune the handler.
 //
-// The task "count" runs countJob (fence.js): claim, read, work while renewing
-// the lease, fence_begin and write in one transaction, release. When fence
-// says the execution was superseded (SQLSTATE class 5F), the task logs it and
-// returns normally. graphile-worker then deletes this execution's job row:
-// the job ends without a retry. Throwing would schedule a retry, and a
-// retry, with a new token, would add one a second time.
+// The task "count" runs countJob (fence.js, over fence's Node client
+// clients/node): claim, read, work while the client renews the lease, write
+// in job.transaction() (BEGIN, fence_begin, COMMIT), release. When fence
+// says the execution was superseded (the client's FencedError, SQLSTATE
+// class 5F), countJob resolves 'fenced' and the task logs it and returns
+// normally. graphile-worker then deletes this execution's job row: the job
+// ends without a retry. Throwing would schedule a retry, and a retry, with a
+// new token, would add one a second time.
 //
 // The stale worker. graphile-worker locks a job for 4 hours: a worker that
 // freezes in a task keeps its job that long, and no other worker picks it up.
@@ -35,8 +37,8 @@
 'use strict'
 
 const major = Number(process.versions.node.split('.')[0])
-if (major < 16) {
-  console.log(`SKIP examples/queues/graphile.js: graphile-worker 0.17 with pg 8.16 needs Node.js 16 or later; this is ${process.version}`)
+if (major < 20) {
+  console.log(`SKIP examples/queues/graphile.js: fence's Node client needs Node.js 20 or later; this is ${process.version}`)
   process.exit(0)
 }
 
@@ -52,12 +54,7 @@ pgPool.on('connect', (client) => client.on('error', (err) => console.log(`connec
 
 const taskList = {
   count: async (payload, helpers) => {
-    const result = await countJob(pgPool, payload.id, {
-      lease,
-      work,
-      holder: `graphile-worker job ${helpers.job.id}`,
-      log: (line) => console.log(line)
-    })
+    const result = await countJob(pgPool, payload.id, { lease, work, holder: `graphile-worker job ${helpers.job.id}` })
     if (result === 'fenced') {
       // superseded: a newer execution owns the job. End it, no retry.
       helpers.logger.warn(`job ${helpers.job.id} (${helpers.job.key}) was fenced; ending it without a retry`)

@@ -11,9 +11,11 @@
 // and FENCE_MAINTENANCE (pg-boss's maintenanceIntervalSeconds, default 60)
 // tune it.
 //
-// The handler runs countJob (fence.js): claim, read, work while renewing the
-// lease, fence_begin and write in one transaction, release. When fence says
-// the execution was superseded (SQLSTATE class 5F), the handler logs it and
+// The handler runs countJob (fence.js, over fence's Node client
+// clients/node): claim, read, work while the client renews the lease, write
+// in job.transaction() (BEGIN, fence_begin, COMMIT), release. When fence
+// says the execution was superseded (the client's FencedError, SQLSTATE
+// class 5F), countJob resolves 'fenced' and the handler logs it and
 // resolves: pg-boss completes the job, with no retry. Throwing would make
 // pg-boss fail it and retry it, and the retry, with a new token, would add
 // one a second time. Any other error is thrown: pg-boss retries the job
@@ -81,12 +83,7 @@ async function main () {
   const limit = arg ? Number(arg) : Infinity
   const handled = []
   await boss.work('count', { pollingIntervalSeconds: 0.5 }, async ([job]) => {
-    const result = await countJob(pool, job.data.id, {
-      lease,
-      work,
-      holder: `pg-boss job ${job.id}`,
-      log: (line) => console.log(line)
-    })
+    const result = await countJob(pool, job.data.id, { lease, work, holder: `pg-boss job ${job.id}` })
     handled.push(job.id)
     if (result === 'fenced') {
       // superseded: a newer execution owns the job. Resolve: no retry.

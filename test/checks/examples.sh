@@ -10,8 +10,8 @@
 # installed with `npm ci` from the committed package-lock.json files. Every
 # worker runs as the postgres OS user, as its own process.
 #
-# For each of examples/c (libpq), examples/python (psycopg 3),
-# examples/node (node-postgres):
+# For each of examples/c (libpq), examples/python (clients/python over
+# psycopg 3), examples/node (clients/node over node-postgres):
 #   - a run whose work outlasts its lease (lease 1 s, work 1.5 s): it renews
 #     the lease, writes 1, releases (true), exits 0;
 #   - the race: worker A claims the job (lease 1 s), reads 10 and stops itself
@@ -42,13 +42,16 @@
 #     race: A freezes before its write, B's supervisor expires A's job and B
 #     runs the retry and writes 11; thawed A is fenced (5F001) and resolves;
 #     the job is 'completed' once, with B's output.
-# examples/python/notify_worker.py (psycopg 3) and examples/node/
-# notify_worker.js (node-postgres, AbortController): worker A LISTENs on
-# fence_superseded, claims notify:ID and freezes (SIGSTOP) before an
-# external effect (a line in a file); B takes the job over after the lease
-# with fence.notify_superseded on (PGOPTIONS) and makes the effect; thawed
-# A's listener has the notification and A skips its effect: one line.  Twin
-# with the setting off: A makes it (two lines), and only its write is fenced.
+# examples/python/notify_worker.py and examples/node/notify_worker.js (the
+# clients: job.superseded, job.signal): worker A claims notify:ID (lease
+# 60 s) and works up to 8 s before an external effect (a line in a file);
+# meanwhile an operator's session with fence.notify_superseded on ends A's
+# claim (fence_release_any), and B claims the job and makes the effect; A's
+# client heard fence_superseded, and A skips its effect: one line.  No
+# SIGSTOP here: a frozen client's renewal, on waking, would fail and tell A
+# by itself, in both runs.  Twin with the setting off: nothing reaches A
+# before its effect (its next renewal is 20 s away), A makes it (two
+# lines), and only its write is fenced.
 #   - chain (graphile-worker): a 2-step chain whose step enqueues its
 #     successor in its final transaction, under fence_once.  Worker A
 #     commits step 1 and is killed (SIGKILL) before fence_release; rescue
@@ -104,10 +107,15 @@ cleanup()
 trap cleanup EXIT
 mkdir -p "$dir" "$logs"
 chown postgres:postgres "$dir" "$logs"
-# the examples, without anything installed into them
+# the examples, without anything installed into them, and beside them the
+# clients they use (examples/node and examples/queues depend on
+# "file:../../clients/node"; the Python examples find clients/python on
+# PYTHONPATH), as in the tree
 (cd "$src" && tar -cf - --exclude=node_modules --exclude=./c/worker -C examples .) |
 	(mkdir -p "$ex" && cd "$ex" && tar -xf -) || fence_die "cannot copy examples/"
-chown -R postgres:postgres "$ex"
+(cd "$src" && tar -cf - --exclude=node_modules --exclude=__pycache__ clients) |
+	(cd "$work" && tar -xf -) || fence_die "cannot copy clients/"
+chown -R postgres:postgres "$ex" "$work/clients"
 
 fence_cluster_init "$dir" "$port" "shared_preload_libraries = 'pg_cron'
 cron.database_name = 'examples'
@@ -126,7 +134,8 @@ skip() { n_skip=$((n_skip + 1)); printf 'SKIP   %s\n' "$1"; }
 # and SIGCONT reach it, not a shell in between).
 as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups
 	env HOME="$FENCE_PG_HOME" USER=postgres LOGNAME=postgres PATH="$FENCE_PG_BIN:/usr/local/bin:/usr/bin:/bin"
-	PGHOST="$dir/sock" PGPORT="$port" PGDATABASE=examples PGUSER=postgres)
+	PGHOST="$dir/sock" PGPORT="$port" PGDATABASE=examples PGUSER=postgres
+	PYTHONPATH="$work/clients/python")
 # spawn LOG CMD...: start CMD in the background; its pid in $spawned
 spawn()
 {
@@ -158,8 +167,13 @@ wait_stopped()
 # thaw PID: SIGCONT, wait for it; its exit status in $thawed
 thaw()
 {
-	local p keep=()
 	kill -CONT "$1"
+	reap "$1"
+}
+# reap PID: wait for a spawned process; its exit status in $thawed
+reap()
+{
+	local p keep=()
 	wait "$1"
 	thawed=$?
 	for p in "${PIDS[@]}"; do
@@ -284,45 +298,54 @@ race()
 }
 
 # notify_race NAME ID on|off CMD...: worker A claims job notify:ID (lease
-# 1 s) and freezes before its external effect; B takes the job over once the
-# lease has run out, with fence.notify_superseded on or off in its session,
-# makes the effect and writes; A is thawed.  On: A's listener heard it and A
-# skips the effect.  Off (the twin): A makes the effect a second time, and
-# only its write is fenced.
+# 60 s, work up to 8 s before its external effect); while it works, an
+# operator's session, with fence.notify_superseded on or off, ends A's claim
+# with fence_release_any; B claims the job, makes the effect and writes.  On:
+# A's client heard fence_superseded, and A skips the effect.  Off (the twin):
+# nothing tells A before its effect (its next renewal is 20 s away), A makes
+# the effect a second time, and only its write is fenced.
 notify_race()
 {
-	local name=$1 id=$2 setting=$3 a rc_b effects
+	local name=$1 id=$2 setting=$3 a i rc_a rc_b effects
 	shift 3
 	local file=$logs/$name-effects.txt
-	spawn "$logs/$name-A.log" env FENCE_EXAMPLE_STOP_BEFORE_EFFECT=1 "$@" "$id" "$file" 1
+	spawn "$logs/$name-A.log" "$@" "$id" "$file" 60 8
 	a=$spawned
-	if ! wait_stopped "$a"; then
+	for i in $(seq 300); do
+		grep -q '^working up to ' "$logs/$name-A.log" 2>/dev/null && break
+		kill -0 "$a" 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! grep -q '^working up to ' "$logs/$name-A.log" 2>/dev/null; then
 		show "$logs/$name-A.log"
-		bad "$name: worker A froze before its external effect"
+		bad "$name: worker A claimed the job and works"
 		return
 	fi
-	run "$logs/$name-B.log" env PGOPTIONS="-c fence.notify_superseded=$setting" "$@" "$id" "$file" 1
+	check "$name: an operator ends A's claim (fence_release_any, fence.notify_superseded $setting)" \
+		"$(val "SET fence.notify_superseded = $setting; SELECT fence_release_any('notify:$id')")" t
+	run "$logs/$name-B.log" "$@" "$id" "$file" 60 0
 	rc_b=$?
-	check "$name: worker B took the job over, made the effect, wrote (exit $rc_b)" \
+	check "$name: worker B claimed the job, made the effect, wrote (exit $rc_b)" \
 		"$rc_b $(grep -c '^made the external effect$' "$logs/$name-B.log")" "0 1"
-	thaw "$a"
+	reap "$a"
+	rc_a=$thawed
 	effects=$(grep -c '^effect of ' "$file" 2>/dev/null)
 	if [ "$setting" = on ]; then
-		if [ "$thawed" = 3 ] && grep -q 'skipping the external effect$' "$logs/$name-A.log" &&
+		if [ "$rc_a" = 3 ] && grep -q '^superseded: skipping the external effect$' "$logs/$name-A.log" &&
 			! grep -q '^made the external effect' "$logs/$name-A.log"; then
-			ok "$name: thawed A heard fence_superseded and skipped its external effect (exit 3)"
+			ok "$name: A heard fence_superseded while it worked and skipped its external effect (exit 3)"
 		else
 			show "$logs/$name-A.log"
-			bad "$name: thawed A skipped its external effect (exit $thawed)"
+			bad "$name: A skipped its external effect (exit $rc_a)"
 		fi
 		check "$name: the external effect happened once" "$effects" 1
 	else
-		if [ "$thawed" = 3 ] && grep -q '^made the external effect$' "$logs/$name-A.log" &&
+		if [ "$rc_a" = 3 ] && grep -q '^made the external effect$' "$logs/$name-A.log" &&
 			grep -q '^fenced 5F001' "$logs/$name-A.log"; then
-			ok "$name, the twin with the setting off: thawed A made the external effect, then its write was fenced (5F001)"
+			ok "$name, the twin with the setting off: A made the external effect, then its write was fenced (5F001)"
 		else
 			show "$logs/$name-A.log"
-			bad "$name, the twin: thawed A made the effect and was fenced (exit $thawed)"
+			bad "$name, the twin: A made the effect and was fenced (exit $rc_a)"
 		fi
 		check "$name, the twin: the external effect happened twice" "$effects" 2
 	fi
@@ -378,8 +401,8 @@ elif ! command -v npm >/dev/null 2>&1; then
 else
 	node_major=$(node -p 'process.versions.node.split(".")[0]')
 	echo "node $(node --version), npm $(npm --version)"
-	if [ "$node_major" -lt 16 ]; then
-		skip "examples/node: node-postgres 8.16 needs Node.js 16; this is $(node --version)"
+	if [ "$node_major" -lt 20 ]; then
+		skip "examples/node: clients/node needs Node.js 20; this is $(node --version)"
 	elif (cd "$ex/node" && npm ci --no-audit --no-fund --loglevel=error) >"$logs/npm-node.log" 2>&1; then
 		node_ok=1
 		ok "examples/node: npm ci (pg $(node -p 'require(process.argv[1]).version' "$ex/node/node_modules/pg/package.json"))"
