@@ -35,7 +35,10 @@
 # or "FAILED ..."), then a summary line. About 30 s.
 #
 # Environment: FENCE_PORT (else a free port from 54390), FENCE_WORK,
-# FENCE_SRC, FENCE_KEEP=1. Standalone it expects fence to be installed.
+# FENCE_SRC, FENCE_KEEP=1, FENCE_NPM_CACHE (an npm cache that holds the
+# lock's packages: npm ci runs offline from a copy of it; test/matrix fills
+# one on the host for a chroot that cannot reach the registry).  Standalone
+# it expects fence to be installed.
 # Node.js 20 and npm: Debian's packages where they are missing (a NodeSource
 # nodejs provides npm itself).
 #
@@ -83,8 +86,16 @@ else
 	bad "node 20 or later (found $(node --version 2>&1))"
 	exit 1
 fi
-# npm ci as postgres, with a HOME (npm's cache) of its own
-if (cd "$work/client" && fence_as_pg env HOME="$work/npm-home" timeout 180 npm ci --no-audit --no-fund) >"$out/npm.out" 2>&1; then
+# npm ci as postgres, with a HOME (npm's cache) of its own; from a cache
+# filled elsewhere and offline with FENCE_NPM_CACHE (npm ci still checks
+# every package against the lock's integrity hashes)
+npm_args=(--no-audit --no-fund)
+if [ -n "${FENCE_NPM_CACHE:-}" ]; then
+	cp -a "$FENCE_NPM_CACHE" "$work/npm-cache" && chown -R postgres:postgres "$work/npm-cache" ||
+		fence_die "cannot copy the npm cache $FENCE_NPM_CACHE"
+	npm_args+=(--offline --cache "$work/npm-cache")
+fi
+if (cd "$work/client" && fence_as_pg env HOME="$work/npm-home" timeout 180 npm ci "${npm_args[@]}") >"$out/npm.out" 2>&1; then
 	ok "npm ci installs pg $(node -p "require('$work/client/node_modules/pg/package.json').version" 2>&1) from clients/node/package-lock.json"
 else
 	bad "npm ci in a copy of clients/node"
