@@ -183,6 +183,12 @@ for f in $data; do want="$want $extdir/$f"; done
 absent_files=
 for f in $want; do grep -qxF "$f" <<<"$contents" || absent_files="$absent_files $f"; done
 check "it holds fence.so, fence.control and every DATA script" "${absent_files# }" ""
+# the user's pages, as debian/rules lists them (dh_compress may gzip them)
+absent_docs=
+for f in README.md fence.md worker.md clients.md; do
+	grep -qE "^/usr/share/doc/$pkg/${f//./\\.}(\.gz)?$" <<<"$contents" || absent_docs="$absent_docs $f"
+done
+check "it holds README.md, doc/fence.md, doc/worker.md and doc/clients.md in /usr/share/doc/$pkg" "${absent_docs# }" ""
 mkdir -p "$dir/deb"
 dpkg-deb -x "$deb" "$dir/deb" 2>/dev/null
 
