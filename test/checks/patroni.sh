@@ -355,8 +355,24 @@ start_run()
 	nsql "$l" -v ON_ERROR_STOP=1 <<<"$("$py" "$wl" schema --jobs "$njobs")" >"$run/schema.out" 2>&1 ||
 		{ cat "$run/schema.out"; return 1; }
 	# two replicas cloned by pg_basebackup: on a busy machine that can take
-	# more than a minute
-	wait_streaming 180 2 || return 1
+	# more than a minute.  A member whose patroni has exited by then (seen
+	# once on a new machine while the matrix chroots were being built, with
+	# no trace left) gets its log shown and one restart.
+	if ! wait_streaming 120 2; then
+		for i in 2 3; do
+			kill -0 "$(patroni_pid "$i")" 2>/dev/null && continue
+			echo "  n$i: patroni is not running; the end of its log, then one restart:"
+			tail -n 20 "$run/n$i/patroni.log" | sed 's/^/    /'
+			start_node "$i"
+		done
+		wait_streaming 120 2 || {
+			for i in 1 2 3; do
+				echo "  n$i: the end of its log:"
+				tail -n 10 "$run/n$i/patroni.log" | sed 's/^/    /'
+			done
+			return 1
+		}
+	fi
 	dsn="host=127.0.0.1,127.0.0.1,127.0.0.1 port=${pg_ports[1]},${pg_ports[2]},${pg_ports[3]} user=postgres dbname=postgres target_session_attrs=read-write connect_timeout=2"
 	rm -f "$run/stop"
 	for i in $(seq "$nworkers"); do
