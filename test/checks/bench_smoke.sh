@@ -7,8 +7,14 @@
 # aborted client or a server-side ERROR, and that the report tables print;
 # and, from the WAL measurement, that fence's after form logs no
 # row lock per updated row where a BEFORE ROW trigger logs one per row.
+# Then bench/instructions.sh --quick: every variant's instructions per row
+# counted by cachegrind in a single-user backend, each run's rows read
+# back (the script fails if a run did not write or delete them all), and
+# its table printed with a row per variant.
 # Exit 0 on success.  Uses its own cluster on $FENCE_PORT (set by test/run)
 # or else a port from 54321 up, so it can run beside a full benchmark (54320).
+#
+# fence-check-packages: valgrind
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -49,5 +55,17 @@ for want in 'noop_trigger 1000' 'fence_stmt 1000' 'plain 0' 'fence_after_stmt 0'
 		status=1
 	fi
 done
-[ "$status" = 0 ] && echo "bench_smoke: every variant ran; report printed; the after form logged no row locks"
+# Instructions per row: the script and its table
+if bash "$root/bench/instructions.sh" --quick --out "$out/instr" >"$out/instr.log" 2>&1; then
+	n=$(grep -cE '^\| [a-z_]+ \| [0-9]+ \| [0-9.]+ \| [-+][0-9]+ \|$' "$out/instr/instructions.md")
+	if [ "$n" != 9 ]; then
+		echo "bench_smoke: bench/instructions.sh printed $n variant rows, not 9" >&2
+		status=1
+	fi
+else
+	tail -n 20 "$out/instr.log" >&2
+	echo "bench_smoke: bench/instructions.sh --quick failed" >&2
+	status=1
+fi
+[ "$status" = 0 ] && echo "bench_smoke: every variant ran; report printed; the after form logged no row locks; instructions counted"
 exit "$status"
