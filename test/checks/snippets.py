@@ -31,7 +31,9 @@ The convention (also at the top of test/checks/snippets.sh):
   pg it installed (NODE_PATH).  Without clients/node each js block is
   listed "skip ... (no clients/node in this tree)"; without node or npm on
   the machine, "skip ... (no node/npm on this machine)".  A failed npm
-  fails every js block of the file.
+  fails every js block of the file.  With FENCE_NPM_CACHE (an npm cache
+  that holds the lock's packages: test/matrix fills one on the host), npm
+  runs offline from a copy of it.
 - Shell blocks (sh, bash, shell, console) are never run, and each must carry
   a skip marker: an unmarked shell block fails.  Blocks with no info string
   (output, signatures) and other languages are ignored.
@@ -350,6 +352,13 @@ class NodeClient:
         lock = os.path.exists(os.path.join(self.copy, "package-lock.json"))
         cmd = [npm, "ci" if lock else "install", "--no-audit", "--no-fund",
                "--loglevel=error"]
+        cache = os.environ.get("FENCE_NPM_CACHE")
+        if cache:
+            # a cache filled elsewhere (test/matrix, for a chroot that cannot
+            # reach the registry): offline, from a copy of it
+            copy = os.path.join(self.workdir, "npm-cache")
+            shutil.copytree(cache, copy, symlinks=True)
+            cmd += ["--offline", "--cache", copy]
         try:
             p = subprocess.run(cmd, cwd=self.copy, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, timeout=300)
