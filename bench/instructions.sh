@@ -86,7 +86,6 @@ fi
 DB=fence_bench
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/fence-bench-instr.XXXXXX)
 mkdir -p "$OUT/runs"
-chown postgres:postgres "$OUT/runs"
 
 CL=$(fence_mktemp_pg fence-bench-instr)
 PORT=$(fence_free_port 54330)
@@ -155,10 +154,15 @@ count()
 	cp -a "$CL/data" "$data"
 	rm -f "$data/postmaster.pid"
 	for ((i = 0; i < k; i++)); do stmt "$v" "$i"; done >"$run.sql"
+	# cachegrind writes as postgres, into the cluster's directory (DIR may
+	# be one postgres cannot enter); the file is then kept in DIR/runs
+	rm -f "$CL/run.cg"
 	(cd "$CL" && runuser -u postgres -- env HOME="$FENCE_PG_HOME" \
-		valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$run.cg" \
+		valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$CL/run.cg" \
 		"$PGBIN/postgres" --single -D "$data" -c exit_on_error=on "$DB" <"$run.sql") >"$run.out" 2>&1 ||
 		{ tail -n 20 "$run.out" >&2; fence_die "$v, $k statements: the backend failed"; }
+	[ -s "$CL/run.cg" ] || { tail -n 20 "$run.out" >&2; fence_die "$v, $k statements: cachegrind wrote no counts"; }
+	mv "$CL/run.cg" "$run.cg"
 	if grep -q 'ERROR:' "$run.out"; then
 		grep -m 3 'ERROR:' "$run.out" >&2
 		fence_die "$v, $k statements: an ERROR"
