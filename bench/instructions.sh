@@ -128,19 +128,30 @@ fence_cluster_stop "$CL" fast
 # stmt VARIANT K: the K-th statement of a variant, one line
 stmt()
 {
-	local lo=$(($2 * 1000 + 1)) hi=$(($2 * 1000 + 1000))
+	local lo=$(($2 * 1000 + 1)) hi=$(($2 * 1000 + 1000)) t
+	t=$(table_of "$1")
 	local ids="id BETWEEN $lo AND $hi" set="qty = qty + 1, writer_epoch = $TB"
 	local begin="BEGIN; SELECT fence_begin('bench_0', $TB);"
 	case $1 in
-	plain) echo "UPDATE b_plain SET $set WHERE $ids;" ;;
-	predicate) echo "UPDATE b_predicate SET $set WHERE $ids AND writer_epoch < $TB;" ;;
-	noop_trigger) echo "UPDATE b_noop_trigger SET $set WHERE $ids;" ;;
-	fence_stmt) echo "UPDATE b_fence_stmt SET $set WHERE $ids;" ;;
-	fence_begin) echo "$begin UPDATE b_fence_begin SET qty = qty + 1 WHERE $ids; COMMIT;" ;;
-	fence_after_begin) echo "$begin UPDATE b_fence_after_begin SET $set WHERE $ids; COMMIT;" ;;
-	plain_delete) echo "DELETE FROM b_plain WHERE $ids;" ;;
-	predicate_delete) echo "DELETE FROM b_predicate WHERE $ids AND writer_epoch < $TB;" ;;
-	fence_delete) echo "$begin DELETE FROM b_fence_begin WHERE $ids; COMMIT;" ;;
+	plain | noop_trigger | fence_stmt) echo "UPDATE $t SET $set WHERE $ids;" ;;
+	predicate) echo "UPDATE $t SET $set WHERE $ids AND writer_epoch < $TB;" ;;
+	fence_begin) echo "$begin UPDATE $t SET qty = qty + 1 WHERE $ids; COMMIT;" ;;
+	fence_after_begin) echo "$begin UPDATE $t SET $set WHERE $ids; COMMIT;" ;;
+	plain_delete) echo "DELETE FROM $t WHERE $ids;" ;;
+	predicate_delete) echo "DELETE FROM $t WHERE $ids AND writer_epoch < $TB;" ;;
+	fence_delete) echo "$begin DELETE FROM $t WHERE $ids; COMMIT;" ;;
+	esac
+}
+
+# table_of VARIANT: the table it writes (a DELETE variant deletes from its
+# UPDATE twin's table: each run has its own copy of the data)
+table_of()
+{
+	case $1 in
+	plain | plain_delete) echo b_plain ;;
+	predicate | predicate_delete) echo b_predicate ;;
+	fence_begin | fence_delete) echo b_fence_begin ;;
+	noop_trigger | fence_stmt | fence_after_begin) echo "b_$1" ;;
 	*) fence_die "no variant $1" ;;
 	esac
 }
@@ -184,16 +195,9 @@ count()
 # check_query VARIANT: the count that tells what a run of VARIANT did
 check_query()
 {
-	local t
 	case $1 in
-	plain | plain_delete) t=b_plain ;;
-	predicate | predicate_delete) t=b_predicate ;;
-	fence_begin | fence_delete) t=b_fence_begin ;;
-	*) t=b_$1 ;;
-	esac
-	case $1 in
-	*_delete) echo "SELECT count(*) AS n FROM $t;" ;;
-	*) echo "SELECT count(*) AS n FROM $t WHERE writer_epoch = $TB;" ;;
+	*_delete) echo "SELECT count(*) AS n FROM $(table_of "$1");" ;;
+	*) echo "SELECT count(*) AS n FROM $(table_of "$1") WHERE writer_epoch = $TB;" ;;
 	esac
 }
 
