@@ -37,11 +37,16 @@
  * Writes go through the executor, so that every index, constraint and
  * trigger a DBA adds to fence_claims behaves as for any UPDATE.  A claim
  * row is changed the way logical replication's apply changes a row
- * (execReplication.c): find it with the latest snapshot, lock that version
- * with table_tuple_lock (waiting for anyone changing it, and looking again
- * if they did), check the conditions again on the locked version, and
- * update it with ExecSimpleRelationUpdate, which runs triggers and
- * constraints and maintains the indexes.  Unlike an UPDATE statement, this
+ * (execReplication.c): find it with the latest snapshot, check the
+ * conditions on that version, and replace it as ExecSimpleRelationUpdate
+ * does, running constraints and triggers and maintaining the indexes
+ * (claims_write_row).  A takeover does not lock the row first: the write
+ * itself waits for anyone changing it, and if they changed it, writes
+ * nothing, and the row is read and checked again on what they committed,
+ * so the version replaced is always the one checked.  Renewals, releases,
+ * and a takeover under a DBA's BEFORE ROW UPDATE trigger lock the version
+ * first with table_tuple_lock and update it with ExecSimpleRelationUpdate
+ * itself (claims_update_once says why).  Unlike an UPDATE statement, this
  * never raises a serialization failure at REPEATABLE READ merely because
  * someone changed the row after the transaction's snapshot.  A job's first
  * claim is an INSERT ... ON CONFLICT DO NOTHING through SPI.
@@ -74,6 +79,7 @@
 #include "commands/sequence.h"
 #include "commands/trigger.h"
 #include "executor/executor.h"
+#include "executor/nodeModifyTable.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
@@ -665,6 +671,10 @@ claims_check_caller(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p
  * header comment.  The conditions are checked once more on the locked
  * version, which is the one the change is made to.
  *
+ * Without lock, only the first part: slot gets the latest version, if it
+ * allows the change, and nothing is locked (claims_update then replaces it
+ * with a write that fails if someone changed it meanwhile).
+ *
  * Returns whether slot holds the locked version, which allows the change;
  * false if the job has no row or the change is refused.  *locked says
  * whether a version was locked.  It is true with a false result only if the
@@ -673,7 +683,8 @@ claims_check_caller(FenceCatalog *cat, ClaimChange change, const ClaimsParams *p
  */
 static bool
 claims_lock_row(FenceCatalog *cat, Relation rel, ClaimChange change,
-				const ClaimsParams *p, TupleTableSlot *slot, bool *locked)
+				const ClaimsParams *p, bool lock, TupleTableSlot *slot,
+				bool *locked)
 {
 	ItemPointerData seen = p->seen;
 
@@ -698,6 +709,8 @@ claims_lock_row(FenceCatalog *cat, Relation rel, ClaimChange change,
 		if (!claims_row_allows(cat, change, p, slot))
 			return false;
 		claims_check_caller(cat, change, p, slot);
+		if (!lock)
+			return true;
 
 		res = table_tuple_lock(rel, &slot->tts_tid, GetLatestSnapshot(), slot,
 							   GetCurrentCommandId(false), LockTupleExclusive,
@@ -897,33 +910,108 @@ claims_refuse_on_standby(const char *what)
 }
 
 /*
- * Change the job's claim row if it allows the change, and still does once
- * locked; a row that refuses it is left unlocked (claims_lock_row).
- * Returns whether it did; *result gets the new token (take-over, release)
- * or the new expiry (renew).
+ * Replace the claim row version in oldslot by newslot, as
+ * ExecSimpleRelationUpdate does (the replica identity check, stored
+ * generated columns, constraints, the new version, its index entries, the
+ * AFTER ROW triggers), but without locking the row first and without an
+ * error if someone changed it since it was read: the result is TM_Updated
+ * or TM_Deleted then, nothing was written, and claims_update reads the row
+ * again.  table_tuple_update waits for a writer still in progress, as
+ * table_tuple_lock did.  Not locking first saves the heap LOCK record, 54
+ * of a takeover's 391 WAL bytes (doc/benchmarks.md).  Only for a relation
+ * with no BEFORE ROW UPDATE trigger: those need the locked version
+ * (GetTupleForTrigger), and take the locking path.
  */
-static bool
-claims_update(FenceCatalog *cat, ClaimChange change, ClaimsParams *p,
-			  int64 *result)
+static TM_Result
+claims_write_row(ClaimsExec *x, TupleTableSlot *oldslot, TupleTableSlot *newslot)
+{
+	Relation	rel = x->rel;
+	ResultRelInfo *rri = x->rri;
+	EState	   *estate = x->estate;
+	TM_FailureData tmfd;
+	TM_Result	res;
+	bool		update_indexes;
+	bool		only_summarizing;
+	List	   *recheck = NIL;
+
+	CheckCmdReplicaIdentity(rel, CMD_UPDATE);
+	if (rel->rd_att->constr && rel->rd_att->constr->has_generated_stored)
+		ExecComputeStoredGenerated(rri, estate, newslot, CMD_UPDATE);
+	if (rel->rd_att->constr)
+		ExecConstraints(rri, newslot, estate);
+	if (rel->rd_rel->relispartition)
+		ExecPartitionCheck(rri, newslot, estate, true);
+
+	res = table_tuple_update_compat(rel, &oldslot->tts_tid, newslot,
+									estate->es_output_cid, estate->es_snapshot,
+									&tmfd, &update_indexes, &only_summarizing);
+	switch (res)
+	{
+		case TM_Ok:
+			break;
+		case TM_Updated:
+		case TM_Deleted:
+			return res;			/* changed meanwhile: read the new version */
+		case TM_SelfModified:
+			elog(ERROR, "claim row already modified by this command");
+			break;
+		default:
+			elog(ERROR, "unexpected table_tuple_update status: %u", res);
+			break;
+	}
+	if (rri->ri_NumIndices > 0 && update_indexes)
+		recheck = ExecInsertIndexTuples_update_compat(rri, newslot, estate,
+													  only_summarizing);
+	ExecARUpdateTriggers(estate, rri, NULL, NULL, &oldslot->tts_tid, NULL,
+						 newslot, recheck, NULL, false);
+	list_free(recheck);
+	return TM_Ok;
+}
+
+/* What one attempt of claims_update_once did. */
+typedef enum ClaimsAttempt
+{
+	CLAIMS_REFUSED,				/* no row, or the row refuses the change */
+	CLAIMS_DONE,				/* changed */
+	CLAIMS_RETRY				/* the row changed under the write: again */
+} ClaimsAttempt;
+
+/*
+ * One attempt of claims_update: read the latest version, check it, build
+ * the new one and write it.  A takeover writes it unlocked
+ * (claims_write_row), and if someone changed the row meanwhile, the attempt
+ * writes nothing, gives back what it took, and is made again on what they
+ * committed.  Only a foreign write can meet it there: the takeover holds
+ * the job's lock and the old token's lock in takeover mode, which every
+ * other change of the row takes too.  Every other change locks the version
+ * first and updates it with ExecSimpleRelationUpdate, as does a takeover
+ * under a DBA's BEFORE ROW UPDATE trigger on fence_claims: heap_update takes
+ * a transaction id before it learns of a concurrent change, and a renewal
+ * or release refused after waiting must leave none (renewals and releases
+ * are HOT updates, and their LOCK record is not what a claim costs); a
+ * takeover has one already, from its token.
+ */
+static ClaimsAttempt
+claims_update_once(FenceCatalog *cat, ClaimChange change, ClaimsParams *p,
+				   int64 *result)
 {
 	Relation	rel;
 	ClaimsExec	x;
 	TupleTableSlot *oldslot;
 	TupleTableSlot *newslot;
 	Bitmapset  *updated = NULL;
+	bool		lock_first;
 	bool		locked;
-	bool		done = false;
+	ClaimsAttempt attempt = CLAIMS_REFUSED;
 
-	claims_refuse_on_standby(change == CLAIM_RENEW || change == CLAIM_RENEW_ANY ?
-							 "renew a claim" :
-							 change == CLAIM_TAKE_OVER ? "take over a claim" :
-							 "release a claim");
 	claims_exec_open(cat, &x);
 	rel = x.rel;
+	lock_first = (change != CLAIM_TAKE_OVER ||
+				  (rel->trigdesc != NULL && rel->trigdesc->trig_update_before_row));
 	oldslot = table_slot_create(rel, &x.estate->es_tupleTable);
 	newslot = table_slot_create(rel, &x.estate->es_tupleTable);
 
-	if (claims_lock_row(cat, rel, change, p, oldslot, &locked))
+	if (claims_lock_row(cat, rel, change, p, lock_first, oldslot, &locked))
 	{
 		slot_getallattrs(oldslot);
 		ExecClearTuple(newslot);
@@ -974,16 +1062,49 @@ claims_update(FenceCatalog *cat, ClaimChange change, ClaimsParams *p,
 		ExecStoreVirtualTuple(newslot);
 
 		claims_exec_begin(cat, &x, updated);
-		ExecSimpleRelationUpdate(x.rri, x.estate, &x.epqstate, oldslot, newslot);
+		if (lock_first)
+		{
+			ExecSimpleRelationUpdate(x.rri, x.estate, &x.epqstate, oldslot, newslot);
+			attempt = CLAIMS_DONE;
+		}
+		else
+			attempt = (claims_write_row(&x, oldslot, newslot) == TM_Ok) ?
+				CLAIMS_DONE : CLAIMS_RETRY;
 		claims_exec_end(&x);
-		*result = (change == CLAIM_RENEW || change == CLAIM_RENEW_ANY) ?
-			DatumGetInt64(newslot->tts_values[cat->att_lease_expires_at - 1]) :
-			p->new_token;
-		done = true;
+		if (attempt == CLAIMS_DONE)
+			*result = (change == CLAIM_RENEW || change == CLAIM_RENEW_ANY) ?
+				DatumGetInt64(newslot->tts_values[cat->att_lease_expires_at - 1]) :
+				p->new_token;
 	}
 
-	claims_exec_close(&x, done, locked);
-	return done;
+	claims_exec_close(&x, attempt == CLAIMS_DONE,
+					  locked || attempt == CLAIMS_DONE);
+	return attempt;
+}
+
+/*
+ * Change the job's claim row if it allows the change, checked again on the
+ * version the change replaces; a row that refuses it is left unlocked
+ * (claims_lock_row).  Returns whether it did; *result gets the new token
+ * (take-over, release) or the new expiry (renew).
+ */
+static bool
+claims_update(FenceCatalog *cat, ClaimChange change, ClaimsParams *p,
+			  int64 *result)
+{
+	ClaimsAttempt attempt;
+
+	claims_refuse_on_standby(change == CLAIM_RENEW || change == CLAIM_RENEW_ANY ?
+							 "renew a claim" :
+							 change == CLAIM_TAKE_OVER ? "take over a claim" :
+							 "release a claim");
+	while ((attempt = claims_update_once(cat, change, p, result)) == CLAIMS_RETRY)
+	{
+		/* The version read is gone: look the job up again. */
+		ItemPointerSetInvalid(&p->seen);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return attempt == CLAIMS_DONE;
 }
 
 /*
@@ -1014,7 +1135,7 @@ claims_prune_row(FenceCatalog *cat, const char *job, int64 token,
 	claims_exec_open(cat, &x);
 	slot = table_slot_create(x.rel, &x.estate->es_tupleTable);
 
-	if (claims_lock_row(cat, x.rel, CLAIM_PRUNE, &p, slot, &locked))
+	if (claims_lock_row(cat, x.rel, CLAIM_PRUNE, &p, true, slot, &locked))
 	{
 		AttrNumber	counters[4] = {cat->att_n_claims, cat->att_n_takeovers,
 		cat->att_n_renewals, cat->att_n_releases};

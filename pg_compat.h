@@ -131,6 +131,60 @@ EvalPlanQualInit_compat(EPQState *epqstate, EState *parentestate,
 #endif
 }
 
+/*
+ * One row version replaced through the table AM, as
+ * ExecSimpleRelationUpdate replaces it but returning the TM_Result instead
+ * of raising an error on a concurrent change (claims.c retries).  16 says
+ * which indexes the new version needs (none for a HOT update, only the
+ * summarizing ones), 19 takes update options.  *update_indexes and
+ * *only_summarizing say what ExecInsertIndexTuples_compat must do.
+ */
+static inline TM_Result
+table_tuple_update_compat(Relation rel, ItemPointer otid, TupleTableSlot *slot,
+						  CommandId cid, Snapshot snapshot, TM_FailureData *tmfd,
+						  bool *update_indexes, bool *only_summarizing)
+{
+	LockTupleMode lockmode;
+	TM_Result	res;
+#if PG_VERSION_NUM >= 160000
+	TU_UpdateIndexes which = TU_None;
+
+#if PG_VERSION_NUM >= 190000
+	res = table_tuple_update(rel, otid, slot, cid, 0, snapshot, InvalidSnapshot,
+							 true, tmfd, &lockmode, &which);
+#else
+	res = table_tuple_update(rel, otid, slot, cid, snapshot, InvalidSnapshot,
+							 true, tmfd, &lockmode, &which);
+#endif
+	*update_indexes = (which != TU_None);
+	*only_summarizing = (which == TU_Summarizing);
+#else
+	res = table_tuple_update(rel, otid, slot, cid, snapshot, InvalidSnapshot,
+							 true, tmfd, &lockmode, update_indexes);
+	*only_summarizing = false;
+#endif
+	return res;
+}
+
+/* 17 added the summarizing-only case, 19 made the booleans flags. */
+static inline List *
+ExecInsertIndexTuples_update_compat(ResultRelInfo *rri, TupleTableSlot *slot,
+									EState *estate, bool only_summarizing)
+{
+#if PG_VERSION_NUM >= 190000
+	return ExecInsertIndexTuples(rri, estate,
+								 EIIT_IS_UPDATE |
+								 (only_summarizing ? EIIT_ONLY_SUMMARIZING : 0),
+								 slot, NIL, NULL);
+#elif PG_VERSION_NUM >= 160000
+	return ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL,
+								 only_summarizing);
+#else
+	(void) only_summarizing;
+	return ExecInsertIndexTuples(rri, slot, estate, true, false, NULL, NIL);
+#endif
+}
+
 /* 18 added scan instrumentation to index_beginscan, 19 scan flags. */
 static inline IndexScanDesc
 index_beginscan_compat(Relation heap, Relation index, Snapshot snapshot,
