@@ -130,6 +130,30 @@ SELECT op, job, holder, released, new_token FROM dba_audit
  WHERE job LIKE 'dba-chk%' OR job = 'dba-fk' ORDER BY n;
 
 --
+-- A DBA's BEFORE ROW UPDATE trigger: the takeover locks the row first then,
+-- as the trigger needs (claims.c, claims_update_once), and the trigger
+-- sees the takeover and may change what it writes; without it, the
+-- takeover writes unlocked and the AFTER trigger above saw it all the same.
+--
+CREATE FUNCTION dba_before_claims() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+	RAISE NOTICE 'before update of %: token rises %', NEW.job, NEW.token > OLD.token;
+	NEW.holder := 'worker-1';
+	RETURN NEW;
+END
+$$;
+CREATE TRIGGER dba_before BEFORE UPDATE ON fence_claims
+	FOR EACH ROW EXECUTE FUNCTION dba_before_claims();
+SELECT fence_claim('dba-bt', '1 millisecond', 'worker-2') AS b1 \gset
+SELECT pg_sleep(0.01);
+SELECT fence_claim('dba-bt', '1 hour', 'worker-2') AS b2 \gset
+SELECT :b2 > :b1 AS bt_taken_over, holder AS holder_set_by_trigger
+  FROM fence_claims WHERE job = 'dba-bt';
+DROP TRIGGER dba_before ON fence_claims;
+DROP FUNCTION dba_before_claims();
+
+--
 -- amcheck: every index of the registry, the DBA's included, agrees with the
 -- heap (heapallindexed).
 --
