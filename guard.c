@@ -38,6 +38,13 @@
  * with the table (guard_applying_replicated).  The row is written as it
  * arrived, its epoch the publisher's.
  *
+ * Steps 1 to 3 are one function, guard_check_write, of plain values (a
+ * GuardRow: the event, the epoch written and whether the statement writes
+ * it, the epoch the row held); fence_guard reads those from its tuples
+ * (guard_read_row) and does step 4 itself.  The rules read no tuple and no
+ * trigger, so a check that is not a trigger can make the same decision
+ * with the same errors.
+ *
  * What does not change within a statement (the column's number, the mode,
  * whether another trigger fires after the guard) is worked out on the first
  * row and kept in fn_extra, which lives as long as the statement.
@@ -386,11 +393,42 @@ guard_applying_replicated(Oid fn_oid, Oid relid, int depth)
 	return trusted;
 }
 
-/* One row's write, as the guard sees it. */
+/* Which row event a write is, as the guard's rules see it. */
+typedef enum GuardEvent
+{
+	GUARD_INSERT,
+	GUARD_UPDATE,
+	GUARD_DELETE
+} GuardEvent;
+
+/*
+ * One row's write, as plain values: what guard_check_write() decides from.
+ * fence_guard reads it from the trigger's tuples (guard_read_row); nothing
+ * in the rules looks at a tuple, a TriggerData or a relation, so any caller
+ * that knows these values gets the trigger's decision and its errors.
+ */
+typedef struct GuardRow
+{
+	Oid			relid;			/* the relation written */
+	const char *colname;		/* its epoch column, for messages */
+	FenceMode	mode;
+	GuardEvent	event;
+	bool		after_form;		/* a DELETE checked for the after form */
+	bool		writes_epoch;	/* the statement writes the epoch column:
+								 * INSERT, a value but 0 or NULL; UPDATE,
+								 * the SET list assigns it */
+	int64		epoch;			/* ... this value (0 for NULL) */
+	bool		epoch_isnull;	/* ... which is NULL */
+	bool		has_old;		/* UPDATE, DELETE: the row written before */
+	int64		old_epoch;		/* ... its epoch (0 for NULL) */
+	bool		old_isnull;		/* ... which is NULL */
+	int64		moving_token;	/* DELETE: the token of the UPDATE moving
+								 * this row to another partition, or 0 */
+} GuardRow;
+
+/* What the rules decided about one write, and why. */
 typedef struct GuardWrite
 {
-	HeapTuple	newtuple;		/* the row to write (INSERT, UPDATE) */
-	HeapTuple	oldtuple;		/* the row written before (UPDATE, DELETE) */
 	bool		has_stmt_token; /* the statement writes a token ... */
 	int64		stmt_token;		/* ... this one (0 for NULL) */
 	bool		stmt_token_null;	/* ... which is NULL */
@@ -408,6 +446,19 @@ guard_column_name(TriggerData *trigdata, GuardConfig *cfg)
 {
 	return NameStr(TupleDescAttr(RelationGetDescr(trigdata->tg_relation),
 								 cfg->attnum - 1)->attname);
+}
+
+/*
+ * The relation's name, for messages.  The after form's WHEN clause is also
+ * evaluated for the partitioned table of an UPDATE that moves a row to
+ * another partition, with no tableoid in its NEW row.
+ */
+static const char *
+guard_rel_name(Oid relid)
+{
+	const char *name = OidIsValid(relid) ? get_rel_name(relid) : NULL;
+
+	return name ? name : "(a partitioned table)";
 }
 
 /* 5F004: the statement writes NULL, 0 or a negative number as its token. */
@@ -449,44 +500,21 @@ guard_refuse_bound_in_statement(const char *relname, GuardWrite *w)
 /*
  * Step 1: where the write's token comes from.  The statement's own value
  * (INSERT: any but 0 or NULL; UPDATE: only if the SET list assigns the
- * column, per tg_updatedcols, since a repeat-mode write may set the same
- * value again; the DELETE half of a row moving partitions: the UPDATE's),
- * or the binding in force when the statement began.  Both and different,
- * or neither: refused.
+ * column, since a repeat-mode write may set the same value again; the
+ * DELETE half of a row moving partitions: the UPDATE's), or the binding in
+ * force when the statement began.  Both and different, or neither:
+ * refused.
  */
 static void
-guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
+guard_decide_token(const GuardRow *row, GuardWrite *w)
 {
-	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
-	Datum		datum;
-	bool		isnull;
-
 	memset(w, 0, sizeof(*w));
-	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	if (row->writes_epoch)
 	{
-		w->newtuple = trigdata->tg_trigtuple;
-		datum = heap_getattr(w->newtuple, cfg->attnum, tupdesc, &isnull);
-		if (!isnull && DatumGetInt64(datum) != 0)
-		{
-			w->has_stmt_token = true;
-			w->stmt_token = DatumGetInt64(datum);
-		}
+		w->has_stmt_token = true;
+		w->stmt_token = row->epoch;
+		w->stmt_token_null = row->epoch_isnull;
 	}
-	else if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
-	{
-		w->oldtuple = trigdata->tg_trigtuple;
-		w->newtuple = trigdata->tg_newtuple;
-		if (bms_is_member(cfg->attnum - FirstLowInvalidHeapAttributeNumber,
-						  trigdata->tg_updatedcols))
-		{
-			w->has_stmt_token = true;
-			datum = heap_getattr(w->newtuple, cfg->attnum, tupdesc, &isnull);
-			w->stmt_token = isnull ? 0 : DatumGetInt64(datum);
-			w->stmt_token_null = isnull;
-		}
-	}
-	else
-		w->oldtuple = trigdata->tg_trigtuple;
 
 	w->bound_token = fence_xact_statement_binding(&w->bound_job,
 												  &w->late_token, &w->late_job);
@@ -499,15 +527,14 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 	 * with the bound token, which the arbiter checks as usual.  A higher
 	 * epoch is still another token.
 	 */
-	if (w->has_stmt_token && w->oldtuple == NULL && w->bound_token != 0 &&
+	if (w->has_stmt_token && row->event == GUARD_INSERT && w->bound_token != 0 &&
 		w->stmt_token > 0 && w->stmt_token < w->bound_token)
 		w->has_stmt_token = false;
 
 	/* The DELETE half of a row moving partitions carries the UPDATE's token. */
-	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) && w->bound_token == 0)
+	if (row->event == GUARD_DELETE && w->bound_token == 0)
 	{
-		w->stmt_token = fence_xact_moving_row_token(RelationGetRelid(trigdata->tg_relation),
-													&w->oldtuple->t_self);
+		w->stmt_token = row->moving_token;
 		w->has_stmt_token = (w->stmt_token != 0);
 	}
 
@@ -516,51 +543,35 @@ guard_find_token(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 				(errcode(fence_refused(ERRCODE_FENCE_INVALID_TOKEN)),
 				 w->bound_job ?
 				 errmsg("write to \"%s\" carries a fencing token other than token " INT64_FORMAT " of job \"%s\"",
-						RelationGetRelationName(trigdata->tg_relation),
+						guard_rel_name(row->relid),
 						w->bound_token, w->bound_job) :
 				 errmsg("write to \"%s\" carries a fencing token other than fresh token " INT64_FORMAT,
-						RelationGetRelationName(trigdata->tg_relation), w->bound_token),
+						guard_rel_name(row->relid), w->bound_token),
 				 w->bound_job ?
 				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT " of job \"%s\".",
-						   guard_column_name(trigdata, cfg),
+						   row->colname,
 						   w->stmt_token, w->bound_token, w->bound_job) :
 				 errdetail("The statement sets column \"%s\" to " INT64_FORMAT ", but the transaction is bound to token " INT64_FORMAT ".",
-						   guard_column_name(trigdata, cfg),
+						   row->colname,
 						   w->stmt_token, w->bound_token),
 				 errhint(FENCE_STOP_HINT)));
 	if (!w->has_stmt_token && w->bound_token == 0 && w->late_token != 0)
-		guard_refuse_bound_in_statement(RelationGetRelationName(trigdata->tg_relation),
-										w);
+		guard_refuse_bound_in_statement(guard_rel_name(row->relid), w);
 	if (!w->has_stmt_token && w->bound_token == 0)
 		ereport(ERROR,
 				(errcode(fence_refused(ERRCODE_FENCE_NO_TOKEN)),
 				 errmsg("write to \"%s\" carries no fencing token",
-						RelationGetRelationName(trigdata->tg_relation)),
-				 TRIGGER_FIRED_BY_DELETE(trigdata->tg_event) &&
-				 !TRIGGER_FOR_UPDATE(trigdata->tg_trigger->tgtype) ?
+						guard_rel_name(row->relid)),
+				 row->event == GUARD_DELETE && row->after_form ?
 				 errdetail("The table is protected by fence in the after form: a DELETE, like an UPDATE moving a row to another partition (which deletes it from the old one), carries a token only through fence_begin, and none is bound to the transaction.") :
 				 errdetail("The table is protected by fence; the statement does not set column \"%s\" and no token is bound to the transaction.",
-						   guard_column_name(trigdata, cfg)),
+						   row->colname),
 				 errhint("Call fence_begin(job, token) first, in the same transaction block (outside one, its binding ends with its own statement), or write the job's token into column \"%s\".  A writer that is not a job (a migration, a repair) calls fence_begin_fresh() instead.",
-						 guard_column_name(trigdata, cfg))));
+						 row->colname)));
 
 	w->token = w->has_stmt_token ? w->stmt_token : w->bound_token;
 	if (w->token <= 0)
-		guard_refuse_invalid_token(guard_column_name(trigdata, cfg),
-								   w->stmt_token_null, w->token);
-}
-
-/*
- * The relation's name, for messages.  The after form's WHEN clause is also
- * evaluated for the partitioned table of an UPDATE that moves a row to
- * another partition, with no tableoid in its NEW row.
- */
-static const char *
-guard_rel_name(Oid relid)
-{
-	const char *name = OidIsValid(relid) ? get_rel_name(relid) : NULL;
-
-	return name ? name : "(a partitioned table)";
+		guard_refuse_invalid_token(row->colname, w->stmt_token_null, w->token);
 }
 
 /*
@@ -655,24 +666,65 @@ guard_check_stored(Oid fn_oid, Oid relid, const char *colname,
 			 errhint(FENCE_STOP_HINT)));
 }
 
-/* Step 3 for a row the trigger fired for: its stored epoch, if any. */
+/*
+ * The guard's rules for one write, steps 1 to 3: the token it carries,
+ * the arbiter's answer, the row's stored epoch.  Raises the guard's error,
+ * or leaves in w the token the row is to hold.
+ */
 static void
-guard_check_row(TriggerData *trigdata, FunctionCallInfo fcinfo, GuardConfig *cfg,
-				GuardWrite *w)
+guard_check_write(Oid fn_oid, const GuardRow *row, GuardWrite *w)
 {
+	guard_decide_token(row, w);
+	guard_ask_arbiter(fn_oid, row->relid, w);
+	if (row->has_old && !row->old_isnull && row->mode != FENCE_MODE_SHARED)
+		guard_check_stored(fn_oid, row->relid, row->colname, row->mode, w,
+						   row->old_epoch);
+}
+
+/* The write a guard trigger fired for, as guard_check_write reads it. */
+static void
+guard_read_row(TriggerData *trigdata, GuardConfig *cfg, GuardRow *row)
+{
+	TupleDesc	tupdesc = RelationGetDescr(trigdata->tg_relation);
 	Datum		datum;
 	bool		isnull;
 
-	if (w->oldtuple == NULL || cfg->mode == FENCE_MODE_SHARED)
+	memset(row, 0, sizeof(*row));
+	row->relid = RelationGetRelid(trigdata->tg_relation);
+	row->colname = guard_column_name(trigdata, cfg);
+	row->mode = cfg->mode;
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	{
+		row->event = GUARD_INSERT;
+		datum = heap_getattr(trigdata->tg_trigtuple, cfg->attnum, tupdesc, &isnull);
+		row->writes_epoch = !isnull && DatumGetInt64(datum) != 0;
+		row->epoch = isnull ? 0 : DatumGetInt64(datum);
 		return;
-	datum = heap_getattr(w->oldtuple, cfg->attnum,
-						 RelationGetDescr(trigdata->tg_relation), &isnull);
-	if (isnull)
-		return;
-	guard_check_stored(fcinfo->flinfo->fn_oid,
-					   RelationGetRelid(trigdata->tg_relation),
-					   guard_column_name(trigdata, cfg), cfg->mode, w,
-					   DatumGetInt64(datum));
+	}
+
+	row->has_old = true;
+	datum = heap_getattr(trigdata->tg_trigtuple, cfg->attnum, tupdesc, &isnull);
+	row->old_epoch = isnull ? 0 : DatumGetInt64(datum);
+	row->old_isnull = isnull;
+	if (TRIGGER_FIRED_BY_UPDATE(trigdata->tg_event))
+	{
+		row->event = GUARD_UPDATE;
+		if (bms_is_member(cfg->attnum - FirstLowInvalidHeapAttributeNumber,
+						  trigdata->tg_updatedcols))
+		{
+			row->writes_epoch = true;
+			datum = heap_getattr(trigdata->tg_newtuple, cfg->attnum, tupdesc, &isnull);
+			row->epoch = isnull ? 0 : DatumGetInt64(datum);
+			row->epoch_isnull = isnull;
+		}
+	}
+	else
+	{
+		row->event = GUARD_DELETE;
+		row->after_form = !TRIGGER_FOR_UPDATE(trigdata->tg_trigger->tgtype);
+		row->moving_token = fence_xact_moving_row_token(row->relid,
+														&trigdata->tg_trigtuple->t_self);
+	}
 }
 
 /*
@@ -687,14 +739,22 @@ guard_stamp(TriggerData *trigdata, GuardConfig *cfg, GuardWrite *w)
 	bool		value_isnull = false;
 	int			attnum = cfg->attnum;
 
-	if (w->newtuple == NULL)
-		return w->oldtuple;
-	if (w->oldtuple != NULL && w->has_stmt_token && w->bound_token == 0)
+	if (TRIGGER_FIRED_BY_DELETE(trigdata->tg_event))
+		return trigdata->tg_trigtuple;
+	if (TRIGGER_FIRED_BY_INSERT(trigdata->tg_event))
+	{
+		if (w->has_stmt_token)
+			return trigdata->tg_trigtuple;
+		return heap_modify_tuple_by_cols(trigdata->tg_trigtuple,
+										 RelationGetDescr(trigdata->tg_relation),
+										 1, &attnum, &value, &value_isnull);
+	}
+	if (w->has_stmt_token && w->bound_token == 0)
 		fence_xact_note_update(RelationGetRelid(trigdata->tg_relation),
-							   &w->oldtuple->t_self, w->token);
+							   &trigdata->tg_trigtuple->t_self, w->token);
 	if (w->has_stmt_token)
-		return w->newtuple;
-	return heap_modify_tuple_by_cols(w->newtuple,
+		return trigdata->tg_newtuple;
+	return heap_modify_tuple_by_cols(trigdata->tg_newtuple,
 									 RelationGetDescr(trigdata->tg_relation),
 									 1, &attnum, &value, &value_isnull);
 }
@@ -704,7 +764,8 @@ fence_guard(PG_FUNCTION_ARGS)
 {
 	TriggerData *trigdata = (TriggerData *) fcinfo->context;
 	GuardConfig *cfg;			/* per-statement facts */
-	GuardWrite	w;				/* this row's write */
+	GuardRow	row;			/* this row's write */
+	GuardWrite	w;				/* ... and what the rules made of it */
 
 	guard_check_trigger(fcinfo);
 	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, RelationGetRelid(trigdata->tg_relation), 1))
@@ -712,10 +773,8 @@ fence_guard(PG_FUNCTION_ARGS)
 							   trigdata->tg_newtuple : trigdata->tg_trigtuple);
 	cfg = guard_config(fcinfo);
 
-	guard_find_token(trigdata, cfg, &w);
-	guard_ask_arbiter(fcinfo->flinfo->fn_oid,
-					  RelationGetRelid(trigdata->tg_relation), &w);
-	guard_check_row(trigdata, fcinfo, cfg, &w);
+	guard_read_row(trigdata, cfg, &row);
+	guard_check_write(fcinfo->flinfo->fn_oid, &row, &w);
 	return PointerGetDatum(guard_stamp(trigdata, cfg, &w));
 }
 
