@@ -75,6 +75,21 @@ AS 'MODULE_PATHNAME', 'fence_guard_after'
 LANGUAGE C;
 
 --
+-- The inline form's check (guard.c, inline.c).  With fence preloaded, the
+-- planner puts it around the epoch column's new value in an UPDATE that
+-- writes its token, and the guard trigger's UPDATE event is skipped for
+-- that execution: it makes the guard's checks on the epoch as it was and
+-- as written, raises the guard's error when they fail, and returns the
+-- value written.  Called by hand it only checks: it marks no plan.
+--
+CREATE FUNCTION fence_inline_guard(old_epoch pg_catalog.int8, new_epoch pg_catalog.int8,
+								   tbl pg_catalog.oid, epoch_column pg_catalog.name,
+								   mode pg_catalog.text)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'fence_inline_guard'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+--
 -- The registry of protected relations.  A relation is protected because it
 -- is here, not because a trigger of a certain name exists: fence's event
 -- triggers compare DDL against this table and refuse what would disarm a
@@ -379,6 +394,15 @@ RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'fence_repeat_count'
 LANGUAGE C VOLATILE PARALLEL SAFE;
 
+-- UPDATE statements of tables with fence's guard in this database since
+-- the server started: the guard's inline form used, then the trigger kept
+-- for fence.inline off, no check in the plan, the triggers,
+-- session_replication_role (stats.c); NULL when not counted.
+CREATE FUNCTION fence_inline_counts()
+RETURNS pg_catalog.int8[]
+AS 'MODULE_PATHNAME', 'fence_inline_counts'
+LANGUAGE C VOLATILE PARALLEL SAFE;
+
 --
 -- fence_prune_effects(older_than, batch): delete the keys recorded longer
 -- ago than older_than, oldest first, one batch per transaction.  A repeat
@@ -452,7 +476,10 @@ SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
 	   r.c[4] AS refused_5f004, r.c[5] AS refused_5f005, r.c[6] AS refused_5f006,
 	   e.n AS effect_keys,
 	   e.n OPERATOR(pg_catalog.+) COALESCE(p.effects, 0) AS effects_recorded,
-	   @extschema@.fence_repeat_count() AS repeats_absorbed
+	   @extschema@.fence_repeat_count() AS repeats_absorbed,
+	   i.c[1] AS inline_updates, i.c[2] AS trigger_updates_inline_off,
+	   i.c[3] AS trigger_updates_unplanned, i.c[4] AS trigger_updates_triggers,
+	   i.c[5] AS trigger_updates_replica
   FROM (SELECT pg_catalog.count(*) AS jobs,
 			   pg_catalog.count(*) FILTER (WHERE NOT c.released
 				   AND c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live_claims,
@@ -466,7 +493,8 @@ SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
 		  FROM @extschema@.fence_claims c) s
   LEFT JOIN @extschema@.fence_pruned p ON true
  CROSS JOIN (SELECT @extschema@.fence_refusal_counts() AS c) r
- CROSS JOIN (SELECT pg_catalog.count(*) AS n FROM @extschema@.fence_effects) e;
+ CROSS JOIN (SELECT pg_catalog.count(*) AS n FROM @extschema@.fence_effects) e
+ CROSS JOIN (SELECT @extschema@.fence_inline_counts() AS c) i;
 
 -- One row per claim.  An expired claim is blocked while a transaction
 -- holds its token's lock (a writer that validated the token: a takeover

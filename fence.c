@@ -55,6 +55,7 @@ void		_PG_init(void);
 /* fence.max_lease, in seconds */
 int			fence_max_lease_seconds = 86400;
 int			fence_max_clock_skew_ms = FENCE_DEFAULT_MAX_CLOCK_SKEW_MS;
+bool		fence_inline_enabled = true;
 
 static FenceCatalog fence_cat;	/* the cached catalog */
 static uint32 fence_cat_fn_hashes[5];	/* PROCOID hash values of its functions */
@@ -112,7 +113,17 @@ _PG_init(void)
 							 PGC_USERSET,
 							 0,
 							 NULL, NULL, NULL);
+	DefineCustomBoolVariable("fence.inline",
+							 "Checks a protected table's UPDATE in its plan instead of in the guard trigger, where fence can prove it the same check.",
+							 "Takes effect only with fence in shared_preload_libraries; off, or without it, the trigger checks every write (nothing is less safe, only slower).",
+							 &fence_inline_enabled,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
 	MarkGUCPrefixReserved("fence");
+	if (process_shared_preload_libraries_in_progress)
+		fence_inline_init();
 	fence_xact_init();
 	fence_stats_init();
 	CacheRegisterRelcacheCallback(fence_catalog_invalidate, (Datum) 0);

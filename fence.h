@@ -20,8 +20,9 @@
  *	audit.c		fence_audit(): intact.c's findings and what no DDL check can
  *				refuse (the counter, the claims, the registry), as rows
  *	binding.c	the session binding: fence_begin, fence_begin_fresh
- *	guard.c		the guard in its two forms: fence_guard() (before), and
- *				fence_update_allowed() with fence_guard_after() (after); the
+ *	guard.c		the guard in its forms: fence_guard() (before),
+ *				fence_update_allowed() with fence_guard_after() (after),
+ *				fence_inline_guard() (the inline check, inline.c); the
  *				TRUNCATE refusal
  *	effects.c	effect keys: fence_once and every write of fence_effects
  *	prune.c		fence_prune_batch: deleting finished claims, under the locks
@@ -72,11 +73,18 @@
  *				schema the extension lives in, rebuilt after invalidations);
  *				the checks of SQL arguments; the mode and form names; running
  *				as a relation's owner
+ *	inline.c	the guard's inline form: the planner hook that puts guard.c's
+ *				check (fence_inline_guard) into an UPDATE's plan, and the
+ *				ExecutorStart hook that then skips the guard trigger's
+ *				UPDATE event for that execution, failing closed; it knows
+ *				fence's functions by their C symbols, so it calls no other
+ *				part of fence
  *	xact.c		per-transaction state: the bound token and the tokens already
  *				validated and locked, kept correct across savepoints and
  *				catalog rebuilds
- *	stats.c		refused writes counted by SQLSTATE and database, and the
- *				repeats fence_once absorbed, in shared memory when fence is
+ *	stats.c		refused writes counted by SQLSTATE and database, the
+ *				repeats fence_once absorbed and the UPDATEs the inline form
+ *				took or left to the trigger, in shared memory when fence is
  *				in shared_preload_libraries
  *	pg_compat.h	every difference between PostgreSQL majors
  *
@@ -131,6 +139,23 @@
 extern void fence_stats_init(void);
 extern int	fence_refused(int sqlerrcode);
 extern void fence_count_repeat(void);
+
+/*
+ * What became of the guard in one UPDATE statement of a table with fence's
+ * guard (inline.c, counted by stats.c, in fence_stats in this order): the
+ * inline check used, or the trigger kept, and why.
+ */
+typedef enum FenceInlineOutcome
+{
+	FENCE_INLINE_USED,			/* the inline check, the trigger skipped */
+	FENCE_INLINE_OFF,			/* fence.inline = off */
+	FENCE_INLINE_UNPLANNED,		/* no check in the plan: not a shape it takes */
+	FENCE_INLINE_TRIGGERS,		/* the triggers do not allow it */
+	FENCE_INLINE_REPLICA,		/* session_replication_role = replica */
+	FENCE_INLINE_N_OUTCOMES
+} FenceInlineOutcome;
+
+extern void fence_count_inline(FenceInlineOutcome outcome);
 
 /* The names fence gives its triggers: "zz_" sorts, and so fires, last. */
 #define FENCE_GUARD_TRIGGER		"zz_fence_guard"
@@ -303,6 +328,10 @@ typedef struct FenceSavedUser
 extern void fence_become_owner(Oid owner, FenceSavedUser *saved);
 extern void fence_restore_user(const FenceSavedUser *saved);
 extern int	fence_trigger_depth(void);
+
+/* inline.c; fence.inline, read by its hooks */
+extern bool fence_inline_enabled;
+extern void fence_inline_init(void);
 
 /* claims.c */
 #define FENCE_SUPERSEDED_CHANNEL "fence_superseded"

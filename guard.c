@@ -82,6 +82,7 @@ PG_FUNCTION_INFO_V1(fence_guard);
 PG_FUNCTION_INFO_V1(fence_refuse_truncate);
 PG_FUNCTION_INFO_V1(fence_update_allowed);
 PG_FUNCTION_INFO_V1(fence_guard_after);
+PG_FUNCTION_INFO_V1(fence_inline_guard);
 
 /* Per-statement facts about one guard trigger, kept in fn_extra. */
 typedef struct GuardConfig
@@ -924,6 +925,20 @@ guard_check_update(Oid fn_oid, Oid relid, const char *colname, FenceMode mode,
 }
 
 /*
+ * The arguments fence_update_allowed and fence_inline_guard share after the
+ * two epochs: (tbl oid, epoch_column name, mode text), none NULL.  Returns
+ * tbl.
+ */
+static Oid
+guard_check_function_args(FunctionCallInfo fcinfo)
+{
+	fence_require_arg(fcinfo, 2, "table");
+	fence_require_arg(fcinfo, 3, "epoch column");
+	fence_require_arg(fcinfo, 4, "mode");
+	return PG_GETARG_OID(2);
+}
+
+/*
  * fence_update_allowed(new_epoch bigint, old_epoch bigint, tbl oid,
  *						epoch_column name, mode text) returns boolean
  *
@@ -939,10 +954,7 @@ fence_update_allowed(PG_FUNCTION_ARGS)
 	Oid			relid;
 	FenceMode	mode;
 
-	fence_require_arg(fcinfo, 2, "table");
-	fence_require_arg(fcinfo, 3, "epoch column");
-	fence_require_arg(fcinfo, 4, "mode");
-	relid = PG_GETARG_OID(2);
+	relid = guard_check_function_args(fcinfo);
 
 	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, relid, 0))
 		PG_RETURN_BOOL(true);
@@ -1014,6 +1026,81 @@ fence_guard_after(PG_FUNCTION_ARGS)
 					   new_isnull, new_isnull ? 0 : DatumGetInt64(new_epoch),
 					   old_isnull, old_isnull ? 0 : DatumGetInt64(old_epoch));
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * The inline form (inline.c).
+ *
+ * With fence preloaded, an UPDATE of a table protected in the before form
+ * that writes its token in the statement may be planned with its epoch
+ * column's new value wrapped in this check:
+ *
+ *	SET col = fence_inline_guard(<col as it was>, <value written>, tbl, 'col', 'mode')
+ *
+ * It makes the guard's checks (guard_check_write, the very rules
+ * fence_guard applies to an UPDATE whose SET list assigns the column) on
+ * every row the UPDATE writes, and returns the value to write, which is the
+ * statement's own: the trigger leaves such a row as it is.  Where inline.c
+ * proves the check is in the plan, it skips the trigger's UPDATE event for
+ * that one execution; otherwise both run, and the row is checked twice.
+ */
+
+/* Per-statement facts about one inline check, kept in fn_extra. */
+typedef struct InlineCheckConfig
+{
+	Oid			relid;			/* the relation this was worked out for */
+	FenceMode	mode;
+} InlineCheckConfig;
+
+/*
+ * fence_inline_guard(old_epoch bigint, new_epoch bigint, tbl oid,
+ *					  epoch_column name, mode text) returns bigint
+ *
+ * Any role may call it, as it may call fence_update_allowed(): it answers
+ * what the write would be told (the value, or the guard's error), holding
+ * the token's lock as the write would.  Called by hand it skips nothing:
+ * only a check the planner hook built marks a plan (inline.c).
+ */
+Datum
+fence_inline_guard(PG_FUNCTION_ARGS)
+{
+	InlineCheckConfig *cfg = (InlineCheckConfig *) fcinfo->flinfo->fn_extra;
+	GuardRow	row;
+	GuardWrite	w;
+
+	memset(&row, 0, sizeof(row));
+	row.relid = guard_check_function_args(fcinfo);
+
+	/* The mode, parsed once per statement and relation. */
+	if (cfg == NULL || cfg->relid != row.relid)
+	{
+		if (cfg == NULL)
+			cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
+										 sizeof(InlineCheckConfig));
+		cfg->relid = InvalidOid;
+		cfg->mode = fence_mode_parse_text(PG_GETARG_TEXT_PP(4));
+		cfg->relid = row.relid;
+		fcinfo->flinfo->fn_extra = cfg;
+	}
+
+	/* A write logical replication applies passes as it arrived. */
+	if (!guard_applying_replicated(fcinfo->flinfo->fn_oid, row.relid, 0))
+	{
+		row.colname = NameStr(*PG_GETARG_NAME(3));
+		row.mode = cfg->mode;
+		row.event = GUARD_UPDATE;
+		row.writes_epoch = true;
+		row.epoch_isnull = PG_ARGISNULL(1);
+		row.epoch = row.epoch_isnull ? 0 : PG_GETARG_INT64(1);
+		row.has_old = true;
+		row.old_isnull = PG_ARGISNULL(0);
+		row.old_epoch = row.old_isnull ? 0 : PG_GETARG_INT64(0);
+		guard_check_write(fcinfo->flinfo->fn_oid, &row, &w);
+	}
+
+	if (PG_ARGISNULL(1))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(PG_GETARG_INT64(1));
 }
 
 /*

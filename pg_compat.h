@@ -232,4 +232,22 @@ table_beginscan_compat(Relation rel, Snapshot snapshot, int nkeys,
 #endif
 #endif
 
+/*
+ * The planner hook's arguments (inline.c): 19 passes the EXPLAIN state of
+ * an EXPLAIN being planned too.
+ */
+#if PG_VERSION_NUM >= 190000
+#define FENCE_PLANNER_HOOK_PARAMS \
+	Query *parse, const char *query_string, int cursorOptions, \
+	ParamListInfo boundParams, ExplainState *es
+#define FENCE_PLANNER_HOOK_ARGS \
+	parse, query_string, cursorOptions, boundParams, es
+#else
+#define FENCE_PLANNER_HOOK_PARAMS \
+	Query *parse, const char *query_string, int cursorOptions, \
+	ParamListInfo boundParams
+#define FENCE_PLANNER_HOOK_ARGS \
+	parse, query_string, cursorOptions, boundParams
+#endif
+
 #endif							/* FENCE_PG_COMPAT_H */

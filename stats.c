@@ -25,7 +25,10 @@
  *
  * The repeats fence_once absorbed (its false answers) are counted here too,
  * in the same slot: a repeat writes nothing, so there is no row of its own
- * to count it in, and a counter row would serialise every repeat.
+ * to count it in, and a counter row would serialise every repeat.  So are
+ * the UPDATE statements the guard's inline form took or left to the
+ * trigger, by reason (inline.c): only a preloaded fence has the inline
+ * form, and a preloaded fence always has the shared memory.
  *
  * Copyright (c) 2026, the fence authors
  *
@@ -46,6 +49,7 @@
 
 PG_FUNCTION_INFO_V1(fence_refusal_counts);
 PG_FUNCTION_INFO_V1(fence_repeat_count);
+PG_FUNCTION_INFO_V1(fence_inline_counts);
 
 /* 5F001 .. 5F006 */
 #define FENCE_N_REFUSALS	6
@@ -59,6 +63,7 @@ typedef struct FenceRefusalSlot
 	Oid			dboid;			/* InvalidOid: free */
 	pg_atomic_uint64 refused[FENCE_N_REFUSALS];
 	pg_atomic_uint64 repeats;	/* fence_once calls that answered false */
+	pg_atomic_uint64 inline_outcomes[FENCE_INLINE_N_OUTCOMES];	/* inline.c */
 } FenceRefusalSlot;
 
 typedef struct FenceStatsShared
@@ -273,4 +278,38 @@ fence_repeat_count(PG_FUNCTION_ARGS)
 	if (slot == NULL)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64((int64) pg_atomic_read_u64(&slot->repeats));
+}
+
+/* Count one UPDATE statement's outcome for the inline form (inline.c). */
+void
+fence_count_inline(FenceInlineOutcome outcome)
+{
+	FenceRefusalSlot *slot = stats_slot();
+
+	if (slot != NULL)
+		pg_atomic_fetch_add_u64(&slot->inline_outcomes[outcome], 1);
+}
+
+/*
+ * fence_inline_counts() RETURNS bigint[]
+ *
+ * This database's UPDATE statements of tables with fence's guard since the
+ * server started, by FenceInlineOutcome in order: the inline check used,
+ * then the trigger kept for fence.inline off, no check in the plan, the
+ * triggers, session_replication_role; NULL when not counted.
+ */
+Datum
+fence_inline_counts(PG_FUNCTION_ARGS)
+{
+	FenceRefusalSlot *slot = stats_slot();
+	Datum		counts[FENCE_INLINE_N_OUTCOMES];
+	int			i;
+
+	if (slot == NULL)
+		PG_RETURN_NULL();
+	for (i = 0; i < FENCE_INLINE_N_OUTCOMES; i++)
+		counts[i] = Int64GetDatum((int64) pg_atomic_read_u64(&slot->inline_outcomes[i]));
+	PG_RETURN_ARRAYTYPE_P(construct_array(counts, FENCE_INLINE_N_OUTCOMES, INT8OID,
+										  sizeof(int64), FLOAT8PASSBYVAL,
+										  TYPALIGN_DOUBLE));
 }

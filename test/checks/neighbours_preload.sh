@@ -4,7 +4,9 @@
 # cluster of their own, so that test/checks/neighbours.sh (pg_partman,
 # pg_repack) runs without them.
 #
-# One throwaway cluster with shared_preload_libraries = 'pg_cron,pgaudit',
+# One throwaway cluster with shared_preload_libraries =
+# 'pg_cron,pgaudit,fence' (fence too: its planner and ExecutorStart hooks,
+# the guard's inline form, chained with pgaudit's executor hooks),
 # pgaudit.log = 'write, ddl', pg_cron in database postgres (its default
 # cron.database_name), jobs run in database "preload" through
 # cron.schedule_in_database with a '* * * * *' schedule (Debian 12's pg_cron
@@ -37,6 +39,8 @@
 #    5F001 (twin: on an unprotected table the same stale write lands over the
 #    successor's), a write without a token fails 5F003, disarming DDL fails
 #    5F006 beside pgaudit's event triggers; fence_audit() reports no error.
+#    The stale write goes through fence's inline form (fence_stats counts
+#    it), its hooks called in turn with pgaudit's.
 #    pgaudit's log has the lines: WRITE for the guarded UPDATE and for the
 #    refused one (logged before it ran), DDL for CREATE TABLE.
 # 4. The server log shows no crash.
@@ -75,7 +79,7 @@ trap cleanup EXIT
 mkdir -p "$dir"
 chown postgres:postgres "$dir"
 fence_cluster_init "$dir" "$port" "autovacuum = off
-shared_preload_libraries = 'pg_cron,pgaudit'
+shared_preload_libraries = 'pg_cron,pgaudit,fence'
 cron.database_name = 'postgres'
 cron.host = '$dir/sock'
 pgaudit.log = 'write, ddl'" || exit 1
@@ -230,6 +234,10 @@ check "the released token's write (audit-stale) fails 5F001 and the successor's 
 check "twin: on unprotected ledger_plain the stale write lands over the successor's" \
 	"$(state "UPDATE ledger_plain SET v = 'plain-successor', writer_epoch = $fresh WHERE id = 1") $(state "UPDATE ledger_plain SET v = 'plain-stale', writer_epoch = $stale WHERE id = 1") $(val "SELECT v FROM ledger_plain")" \
 	"00000 00000 plain-stale"
+inline_before=$(val "SELECT inline_updates FROM fence_stats")
+check "fence's inline form checked that stale write, its hooks chained with pgaudit's (fence_stats counts one UPDATE more)" \
+	"$(state "UPDATE ledger SET v = 'audit-stale', writer_epoch = $stale WHERE id = 1") $(val "SELECT inline_updates FROM fence_stats")" \
+	"5F001 $((inline_before + 1))"
 check "a write without a token fails 5F003" "$(state "UPDATE ledger SET v = 'audit-notoken' WHERE id = 1")" 5F003
 check "disarming DDL fails 5F006 beside pgaudit's event triggers" \
 	"$(state "ALTER TABLE ledger DISABLE TRIGGER zz_fence_guard")" 5F006
