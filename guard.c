@@ -1050,6 +1050,7 @@ typedef struct InlineCheckConfig
 {
 	Oid			relid;			/* the relation this was worked out for */
 	FenceMode	mode;
+	bool		mode_stable;	/* the mode argument is the same every call */
 } InlineCheckConfig;
 
 /*
@@ -1071,14 +1072,19 @@ fence_inline_guard(PG_FUNCTION_ARGS)
 	memset(&row, 0, sizeof(row));
 	row.relid = guard_check_function_args(fcinfo);
 
-	/* The mode, parsed once per statement and relation. */
-	if (cfg == NULL || cfg->relid != row.relid)
+	/*
+	 * The mode, parsed once per statement and relation when the argument is
+	 * a constant (as in every check the planner builds); a hand-written call
+	 * may pass another mode on every row.
+	 */
+	if (cfg == NULL || cfg->relid != row.relid || !cfg->mode_stable)
 	{
 		if (cfg == NULL)
 			cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
 										 sizeof(InlineCheckConfig));
 		cfg->relid = InvalidOid;
 		cfg->mode = fence_mode_parse_text(PG_GETARG_TEXT_PP(4));
+		cfg->mode_stable = get_fn_expr_arg_stable(fcinfo->flinfo, 4);
 		cfg->relid = row.relid;
 		fcinfo->flinfo->fn_extra = cfg;
 	}

@@ -51,7 +51,7 @@
  * funcformat core does not document (it decides only how ruleutils.c
  * prints the call, and for an OID it does not know, ruleutils prints an
  * ordinary call, so EXPLAIN VERBOSE shows the check);
- * sql/inline_guard.sql's forged call is the test that would catch a
+ * sql/preload_inline.sql's forged call is the test that would catch a
  * change.
  *
  * fence's functions are recognised by what they are (C functions of
