@@ -179,18 +179,35 @@ AS 'MODULE_PATHNAME', 'fence_guard_after'
 LANGUAGE C;
 
 --
--- The inline form's check (guard.c, inline.c).  With fence preloaded, the
--- planner puts it around the epoch column's new value in an UPDATE that
--- writes its token, and the guard trigger's UPDATE event is skipped for
--- that execution: it makes the guard's checks on the epoch as it was and
--- as written, raises the guard's error when they fail, and returns the
--- value written.  Called by hand it only checks: it marks no plan.
+-- The inline form's checks (guard.c, inline.c).  With fence preloaded, the
+-- planner puts one into an UPDATE or DELETE of a protected table, and the
+-- guard trigger's event is skipped for that execution.  Each makes the
+-- guard's checks on the row as it was and as written, raises the guard's
+-- error when they fail, and gives what the row is to hold:
+-- fence_inline_guard, around the epoch column's new value in an UPDATE
+-- that writes its token, the value written; fence_inline_stamp, the epoch
+-- column's new value in an UPDATE under fence_begin, the token the trigger
+-- would stamp; fence_inline_delete, a junk column of a DELETE, true.
+-- Called by hand they only check: they mark no plan.
 --
 CREATE FUNCTION fence_inline_guard(old_epoch pg_catalog.int8, new_epoch pg_catalog.int8,
 								   tbl pg_catalog.oid, epoch_column pg_catalog.name,
 								   mode pg_catalog.text)
 RETURNS pg_catalog.int8
 AS 'MODULE_PATHNAME', 'fence_inline_guard'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+CREATE FUNCTION fence_inline_stamp(old_epoch pg_catalog.int8, tbl pg_catalog.oid,
+								   epoch_column pg_catalog.name, mode pg_catalog.text)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'fence_inline_stamp'
+LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
+
+CREATE FUNCTION fence_inline_delete(old_epoch pg_catalog.int8, "row" pg_catalog.tid,
+									tbl pg_catalog.oid, epoch_column pg_catalog.name,
+									mode pg_catalog.text)
+RETURNS pg_catalog.bool
+AS 'MODULE_PATHNAME', 'fence_inline_delete'
 LANGUAGE C VOLATILE CALLED ON NULL INPUT PARALLEL UNSAFE;
 
 --
@@ -564,9 +581,9 @@ SELECT s.jobs, s.live_claims, s.stuck_claims, s.released_claims,
 	   e.n AS effect_keys,
 	   e.n OPERATOR(pg_catalog.+) COALESCE(p.effects, 0) AS effects_recorded,
 	   @extschema@.fence_repeat_count() AS repeats_absorbed,
-	   i.c[1] AS inline_updates, i.c[2] AS trigger_updates_inline_off,
-	   i.c[3] AS trigger_updates_unplanned, i.c[4] AS trigger_updates_triggers,
-	   i.c[5] AS trigger_updates_replica
+	   i.c[1] AS inline_writes, i.c[2] AS trigger_writes_inline_off,
+	   i.c[3] AS trigger_writes_unplanned, i.c[4] AS trigger_writes_triggers,
+	   i.c[5] AS trigger_writes_replica
   FROM (SELECT pg_catalog.count(*) AS jobs,
 			   pg_catalog.count(*) FILTER (WHERE NOT c.released
 				   AND c.lease_expires_at OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp()) AS live_claims,

@@ -22,8 +22,8 @@
  *	binding.c	the session binding: fence_begin, fence_begin_fresh
  *	guard.c		the guard in its forms: fence_guard() (before),
  *				fence_update_allowed() with fence_guard_after() (after),
- *				fence_inline_guard() (the inline check, inline.c); the
- *				TRUNCATE refusal
+ *				fence_inline_guard(), _stamp() and _delete() (the inline
+ *				checks, inline.c); the TRUNCATE refusal
  *	effects.c	effect keys: fence_once and every write of fence_effects
  *	prune.c		fence_prune_batch: deleting finished claims, under the locks
  *				a takeover takes
@@ -74,16 +74,17 @@
  *				the checks of SQL arguments; the mode and form names; running
  *				as a relation's owner
  *	inline.c	the guard's inline form: the planner hook that puts guard.c's
- *				check (fence_inline_guard) into an UPDATE's plan, and the
+ *				checks into an UPDATE's or DELETE's plan, and the
  *				ExecutorStart hook that then skips the guard trigger's
- *				UPDATE event for that execution, failing closed; it knows
+ *				event for that execution, failing closed; it knows
  *				fence's functions by their C symbols, so it calls no other
  *				part of fence
  *	xact.c		per-transaction state: the bound token and the tokens already
  *				validated and locked, kept correct across savepoints and
  *				catalog rebuilds
  *	stats.c		refused writes counted by SQLSTATE and database, the
- *				repeats fence_once absorbed and the UPDATEs the inline form
+ *				repeats fence_once absorbed and the UPDATEs and DELETEs the
+ *				inline form
  *				took or left to the trigger, in shared memory when fence is
  *				in shared_preload_libraries
  *	pg_compat.h	every difference between PostgreSQL majors
@@ -141,9 +142,9 @@ extern int	fence_refused(int sqlerrcode);
 extern void fence_count_repeat(void);
 
 /*
- * What became of the guard in one UPDATE statement of a table with fence's
- * guard (inline.c, counted by stats.c, in fence_stats in this order): the
- * inline check used, or the trigger kept, and why.
+ * What became of the guard in one UPDATE or DELETE statement of a table
+ * with fence's guard (inline.c, counted by stats.c, in fence_stats in this
+ * order): the inline check used, or the trigger kept, and why.
  */
 typedef enum FenceInlineOutcome
 {

@@ -83,6 +83,8 @@ PG_FUNCTION_INFO_V1(fence_refuse_truncate);
 PG_FUNCTION_INFO_V1(fence_update_allowed);
 PG_FUNCTION_INFO_V1(fence_guard_after);
 PG_FUNCTION_INFO_V1(fence_inline_guard);
+PG_FUNCTION_INFO_V1(fence_inline_stamp);
+PG_FUNCTION_INFO_V1(fence_inline_delete);
 
 /* Per-statement facts about one guard trigger, kept in fn_extra. */
 typedef struct GuardConfig
@@ -925,17 +927,17 @@ guard_check_update(Oid fn_oid, Oid relid, const char *colname, FenceMode mode,
 }
 
 /*
- * The arguments fence_update_allowed and fence_inline_guard share after the
- * two epochs: (tbl oid, epoch_column name, mode text), none NULL.  Returns
- * tbl.
+ * The arguments fence_update_allowed and the inline checks end with, from
+ * argument first: (tbl oid, epoch_column name, mode text), none NULL.
+ * Returns tbl.
  */
 static Oid
-guard_check_function_args(FunctionCallInfo fcinfo)
+guard_check_function_args(FunctionCallInfo fcinfo, int first)
 {
-	fence_require_arg(fcinfo, 2, "table");
-	fence_require_arg(fcinfo, 3, "epoch column");
-	fence_require_arg(fcinfo, 4, "mode");
-	return PG_GETARG_OID(2);
+	fence_require_arg(fcinfo, first, "table");
+	fence_require_arg(fcinfo, first + 1, "epoch column");
+	fence_require_arg(fcinfo, first + 2, "mode");
+	return PG_GETARG_OID(first);
 }
 
 /*
@@ -954,7 +956,7 @@ fence_update_allowed(PG_FUNCTION_ARGS)
 	Oid			relid;
 	FenceMode	mode;
 
-	relid = guard_check_function_args(fcinfo);
+	relid = guard_check_function_args(fcinfo, 2);
 
 	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, relid, 0))
 		PG_RETURN_BOOL(true);
@@ -1031,18 +1033,26 @@ fence_guard_after(PG_FUNCTION_ARGS)
 /*
  * The inline form (inline.c).
  *
- * With fence preloaded, an UPDATE of a table protected in the before form
- * that writes its token in the statement may be planned with its epoch
- * column's new value wrapped in this check:
+ * With fence preloaded, an UPDATE or DELETE of a table protected in the
+ * before form may be planned with one of these checks in it, evaluated for
+ * every row the statement writes, after every qual:
  *
- *	SET col = fence_inline_guard(<col as it was>, <value written>, tbl, 'col', 'mode')
+ *	UPDATE that writes its token:
+ *		SET col = fence_inline_guard(<col as it was>, <value written>, tbl, 'col', 'mode')
+ *	UPDATE that leaves the column to the guard (under fence_begin):
+ *		SET col = fence_inline_stamp(<col as it was>, tbl, 'col', 'mode')
+ *	DELETE:
+ *		a junk column fence_inline_delete(<col as it was>, ctid, tbl, 'col', 'mode')
  *
- * It makes the guard's checks (guard_check_write, the very rules
- * fence_guard applies to an UPDATE whose SET list assigns the column) on
- * every row the UPDATE writes, and returns the value to write, which is the
- * statement's own: the trigger leaves such a row as it is.  Where inline.c
- * proves the check is in the plan, it skips the trigger's UPDATE event for
- * that one execution; otherwise both run, and the row is checked twice.
+ * Each makes the guard's checks (guard_check_write, the very rules
+ * fence_guard applies to the same write) and gives the value the row is to
+ * hold: the statement's own, which the trigger leaves as it is; the token
+ * the trigger would stamp; or, for a DELETE, true.  Where inline.c proves
+ * the check is in the plan, it skips the trigger's event for that one
+ * execution; otherwise both run, and the row is checked twice.  A stamped
+ * column is not added to the statement's updated columns, as the trigger's
+ * stamp is not: column privileges and UPDATE OF triggers see the statement
+ * as written either way.
  */
 
 /* Per-statement facts about one inline check, kept in fn_extra. */
@@ -1054,59 +1064,111 @@ typedef struct InlineCheckConfig
 } InlineCheckConfig;
 
 /*
- * fence_inline_guard(old_epoch bigint, new_epoch bigint, tbl oid,
- *					  epoch_column name, mode text) returns bigint
- *
- * Any role may call it, as it may call fence_update_allowed(): it answers
- * what the write would be told (the value, or the guard's error), holding
- * the token's lock as the write would.  Called by hand it skips nothing:
- * only a check the planner hook built marks a plan (inline.c).
+ * The part the inline checks share: row's epochs and event are filled in,
+ * the arguments from first are (tbl, epoch_column, mode).  Makes the
+ * guard's checks and returns true, with the row's token in *token; or
+ * false for a write logical replication applies, which passes as it
+ * arrived.
  */
-Datum
-fence_inline_guard(PG_FUNCTION_ARGS)
+static bool
+guard_inline_check(FunctionCallInfo fcinfo, int first, GuardRow *row,
+				   int64 *token)
 {
 	InlineCheckConfig *cfg = (InlineCheckConfig *) fcinfo->flinfo->fn_extra;
-	GuardRow	row;
 	GuardWrite	w;
 
-	memset(&row, 0, sizeof(row));
-	row.relid = guard_check_function_args(fcinfo);
+	row->relid = guard_check_function_args(fcinfo, first);
 
 	/*
 	 * The mode, parsed once per statement and relation when the argument is
 	 * a constant (as in every check the planner builds); a hand-written call
 	 * may pass another mode on every row.
 	 */
-	if (cfg == NULL || cfg->relid != row.relid || !cfg->mode_stable)
+	if (cfg == NULL || cfg->relid != row->relid || !cfg->mode_stable)
 	{
 		if (cfg == NULL)
 			cfg = MemoryContextAllocZero(fcinfo->flinfo->fn_mcxt,
 										 sizeof(InlineCheckConfig));
 		cfg->relid = InvalidOid;
-		cfg->mode = fence_mode_parse_text(PG_GETARG_TEXT_PP(4));
-		cfg->mode_stable = get_fn_expr_arg_stable(fcinfo->flinfo, 4);
-		cfg->relid = row.relid;
+		cfg->mode = fence_mode_parse_text(PG_GETARG_TEXT_PP(first + 2));
+		cfg->mode_stable = get_fn_expr_arg_stable(fcinfo->flinfo, first + 2);
+		cfg->relid = row->relid;
 		fcinfo->flinfo->fn_extra = cfg;
 	}
 
-	/* A write logical replication applies passes as it arrived. */
-	if (!guard_applying_replicated(fcinfo->flinfo->fn_oid, row.relid, 0))
-	{
-		row.colname = NameStr(*PG_GETARG_NAME(3));
-		row.mode = cfg->mode;
-		row.event = GUARD_UPDATE;
-		row.writes_epoch = true;
-		row.epoch_isnull = PG_ARGISNULL(1);
-		row.epoch = row.epoch_isnull ? 0 : PG_GETARG_INT64(1);
-		row.has_old = true;
-		row.old_isnull = PG_ARGISNULL(0);
-		row.old_epoch = row.old_isnull ? 0 : PG_GETARG_INT64(0);
-		guard_check_write(fcinfo->flinfo->fn_oid, &row, &w);
-	}
+	if (guard_applying_replicated(fcinfo->flinfo->fn_oid, row->relid, 0))
+		return false;
+	row->colname = NameStr(*PG_GETARG_NAME(first + 1));
+	row->mode = cfg->mode;
+	row->has_old = true;
+	row->old_isnull = PG_ARGISNULL(0);
+	row->old_epoch = row->old_isnull ? 0 : PG_GETARG_INT64(0);
+	guard_check_write(fcinfo->flinfo->fn_oid, row, &w);
+	*token = w.token;
+	return true;
+}
+
+/*
+ * fence_inline_guard(old_epoch bigint, new_epoch bigint, tbl oid,
+ *					  epoch_column name, mode text) returns bigint
+ * fence_inline_stamp(old_epoch bigint, tbl oid, epoch_column name,
+ *					  mode text) returns bigint
+ * fence_inline_delete(old_epoch bigint, row tid, tbl oid,
+ *					   epoch_column name, mode text) returns boolean
+ *
+ * Any role may call them, as it may call fence_update_allowed(): they
+ * answer what the write would be told (the value, or the guard's error),
+ * holding the token's lock as the write would.  Called by hand they skip
+ * nothing: only a check the planner hook built marks a plan (inline.c).
+ */
+Datum
+fence_inline_guard(PG_FUNCTION_ARGS)
+{
+	GuardRow	row;
+	int64		token;
+
+	memset(&row, 0, sizeof(row));
+	row.event = GUARD_UPDATE;
+	row.writes_epoch = true;
+	row.epoch_isnull = PG_ARGISNULL(1);
+	row.epoch = row.epoch_isnull ? 0 : PG_GETARG_INT64(1);
+	(void) guard_inline_check(fcinfo, 2, &row, &token);
 
 	if (PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(PG_GETARG_INT64(1));
+}
+
+Datum
+fence_inline_stamp(PG_FUNCTION_ARGS)
+{
+	GuardRow	row;
+	int64		token;
+
+	memset(&row, 0, sizeof(row));
+	row.event = GUARD_UPDATE;
+	if (guard_inline_check(fcinfo, 1, &row, &token))
+		PG_RETURN_INT64(token);
+	/* replicated: the trigger leaves the column as it was */
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	PG_RETURN_INT64(PG_GETARG_INT64(0));
+}
+
+Datum
+fence_inline_delete(PG_FUNCTION_ARGS)
+{
+	GuardRow	row;
+	int64		token;
+
+	memset(&row, 0, sizeof(row));
+	row.event = GUARD_DELETE;
+	/* the before form: its trigger fires for UPDATE too (row.after_form) */
+	if (!PG_ARGISNULL(1) && !PG_ARGISNULL(2))
+		row.moving_token = fence_xact_moving_row_token(PG_GETARG_OID(2),
+													   (ItemPointer) PG_GETARG_POINTER(1));
+	(void) guard_inline_check(fcinfo, 2, &row, &token);
+	PG_RETURN_BOOL(true);
 }
 
 /*

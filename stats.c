@@ -293,10 +293,10 @@ fence_count_inline(FenceInlineOutcome outcome)
 /*
  * fence_inline_counts() RETURNS bigint[]
  *
- * This database's UPDATE statements of tables with fence's guard since the
- * server started, by FenceInlineOutcome in order: the inline check used,
- * then the trigger kept for fence.inline off, no check in the plan, the
- * triggers, session_replication_role; NULL when not counted.
+ * This database's UPDATE and DELETE statements of tables with fence's guard
+ * since the server started, by FenceInlineOutcome in order: the inline
+ * check used, then the trigger kept for fence.inline off, no check in the
+ * plan, the triggers, session_replication_role; NULL when not counted.
  */
 Datum
 fence_inline_counts(PG_FUNCTION_ARGS)

@@ -33,14 +33,18 @@
 #   predicate         the seed's hand-written check: ... AND writer_epoch < T
 #   noop_trigger      PostgreSQL's floor for any BEFORE ROW trigger:
 #                     suppress_redundant_updates_trigger()
-#   fence_stmt        fence's guard, the token in the statement
+#   fence_stmt        fence's guard, the token in the statement (fence
+#                     preloaded: the inline form, inline.c)
 #   fence_begin       BEGIN; fence_begin(job, T); the UPDATE without the
-#                     epoch (the guard stamps it); COMMIT
+#                     epoch (the guard stamps it; inline: fence_inline_stamp);
+#                     COMMIT
 #   fence_after_begin the after form under fence_begin (it does not stamp:
 #                     the UPDATE writes T)
 #   plain_delete      DELETE of the same rows, unguarded
 #   predicate_delete  ... AND writer_epoch < T
 #   fence_delete      BEGIN; fence_begin(job, T); the DELETE; COMMIT
+#   *_trigger         fence_stmt, fence_begin and fence_delete with
+#                     SET fence.inline = off first: the trigger checks
 # The ratio column is plain's Ir per row over the variant's (as a throughput
 # ratio reads: 1.00 costs nothing, 0.75 costs a third more); the DELETE
 # variants are set against plain_delete.
@@ -133,6 +137,7 @@ stmt()
 	local ids="id BETWEEN $lo AND $hi" set="qty = qty + 1, writer_epoch = $TB"
 	local begin="BEGIN; SELECT fence_begin('bench_0', $TB);"
 	case $1 in
+	fence_*_trigger) stmt "${1%_trigger}" "$2" ;;
 	plain | noop_trigger | fence_stmt) echo "UPDATE $t SET $set WHERE $ids;" ;;
 	predicate) echo "UPDATE $t SET $set WHERE $ids AND writer_epoch < $TB;" ;;
 	fence_begin) echo "$begin UPDATE $t SET qty = qty + 1 WHERE $ids; COMMIT;" ;;
@@ -148,6 +153,7 @@ stmt()
 table_of()
 {
 	case $1 in
+	fence_*_trigger) table_of "${1%_trigger}" ;;
 	plain | plain_delete) echo b_plain ;;
 	predicate | predicate_delete) echo b_predicate ;;
 	fence_begin | fence_delete) echo b_fence_begin ;;
@@ -164,7 +170,11 @@ count()
 	rm -rf "$data"
 	cp -a "$CL/data" "$data"
 	rm -f "$data/postmaster.pid"
-	for ((i = 0; i < k; i++)); do stmt "$v" "$i"; done >"$run.sql"
+	{
+		# once a run, so that it cancels out of the cost per row
+		[[ $v == fence_*_trigger ]] && echo "SET fence.inline = off;"
+		for ((i = 0; i < k; i++)); do stmt "$v" "$i"; done
+	} >"$run.sql"
 	# cachegrind writes as postgres, into the cluster's directory (DIR may
 	# be one postgres cannot enter); the file is then kept in DIR/runs
 	rm -f "$CL/run.cg"
@@ -185,7 +195,7 @@ count()
 		runuser -u postgres -- env HOME="$FENCE_PG_HOME" "$PGBIN/postgres" --single -D "$data" "$DB" 2>&1 |
 		sed -n 's/.*n = "\([0-9]*\)".*/\1/p')
 	case $v in
-	*_delete) want=$((ROWS - k * 1000)) ;;
+	*_delete | *_delete_trigger) want=$((ROWS - k * 1000)) ;;
 	*) want=$((k * 1000)) ;;
 	esac
 	[ "$got" = "$want" ] || fence_die "$v, $k statements: $got rows where $want were expected"
@@ -196,13 +206,14 @@ count()
 check_query()
 {
 	case $1 in
-	*_delete) echo "SELECT count(*) AS n FROM $(table_of "$1");" ;;
+	*_delete | *_delete_trigger) echo "SELECT count(*) AS n FROM $(table_of "$1");" ;;
 	*) echo "SELECT count(*) AS n FROM $(table_of "$1") WHERE writer_epoch = $TB;" ;;
 	esac
 }
 
-VARIANTS=(plain predicate noop_trigger fence_stmt fence_begin fence_after_begin
-	plain_delete predicate_delete fence_delete)
+VARIANTS=(plain predicate noop_trigger fence_stmt fence_stmt_trigger fence_begin
+	fence_begin_trigger fence_after_begin plain_delete predicate_delete fence_delete
+	fence_delete_trigger)
 declare -A PER_ROW
 for v in "${VARIANTS[@]}"; do
 	a=$(count "$v" "$K1")
@@ -223,7 +234,7 @@ rm -rf "$CL/run-data"
 	echo "|---|---:|---:|---:|"
 	for v in "${VARIANTS[@]}"; do
 		base=plain
-		[[ $v == *_delete ]] && base=plain_delete
+		[[ $v == *_delete || $v == *_delete_trigger ]] && base=plain_delete
 		awk -v v="$v" -v n="${PER_ROW[$v]}" -v p="${PER_ROW[$base]}" \
 			'BEGIN { printf "| %s | %d | %.3f | %+d |\n", v, n, p / n, n - p }'
 	done

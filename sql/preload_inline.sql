@@ -11,8 +11,9 @@ SET track_functions = 'all';
 SET stats_fetch_consistency = 'none';
 CREATE TABLE seen (what text PRIMARY KEY, n bigint NOT NULL);
 -- calls(): since its last call, the calls of fence_guard (the trigger) and
--- fence_inline_guard (the check), and fence_stats' counts of UPDATE
--- statements that used the inline form or kept the trigger, by reason
+-- of the inline checks (fence_inline_guard, _stamp, _delete), and
+-- fence_stats' counts of UPDATE and DELETE statements that used the inline
+-- form or kept the trigger, by reason
 CREATE FUNCTION calls(OUT guard bigint, OUT inline bigint, OUT used bigint,
 					  OUT off bigint, OUT unplanned bigint, OUT triggers bigint,
 					  OUT replica bigint)
@@ -23,11 +24,12 @@ DECLARE
 	names text[] := ARRAY['guard', 'inline', 'used', 'off', 'unplanned', 'triggers', 'replica'];
 BEGIN
 	SELECT ARRAY[coalesce(sum(f.calls) FILTER (WHERE f.funcname = 'fence_guard'), 0),
-				 coalesce(sum(f.calls) FILTER (WHERE f.funcname = 'fence_inline_guard'), 0)]
+				 coalesce(sum(f.calls) FILTER (WHERE f.funcname LIKE 'fence\_inline\_%'
+											AND f.funcname <> 'fence_inline_counts'), 0)]
 	  INTO now_n FROM pg_stat_user_functions f;
-	SELECT now_n || ARRAY[s.inline_updates, s.trigger_updates_inline_off,
-						  s.trigger_updates_unplanned, s.trigger_updates_triggers,
-						  s.trigger_updates_replica]
+	SELECT now_n || ARRAY[s.inline_writes, s.trigger_writes_inline_off,
+						  s.trigger_writes_unplanned, s.trigger_writes_triggers,
+						  s.trigger_writes_replica]
 	  INTO now_n FROM fence_stats s;
 	SELECT array_agg(coalesce((SELECT s.n FROM seen s WHERE s.what = w), 0) ORDER BY o)
 	  INTO was_n FROM unnest(names) WITH ORDINALITY AS u(w, o);
@@ -73,17 +75,37 @@ BEGIN
 		CONTINUE WHEN line !~ '^ *Output:';
 		RETURN NEXT coalesce(substring(replace(line, quote_literal('r'::regclass::oid::text) || '::oid',
 											   '''r''::regclass')
-									   FROM 'fence_inline_guard\(.*\)'),
+									   FROM 'fence_inline_[a-z]+\(.*\)'),
 							 '(no check)');
 	END LOOP;
 END $$;
 SELECT explain_check(format('UPDATE r SET v = %L, writer_epoch = %s WHERE id <= 2', 'B', :tb));
--- ... and where the trigger checks, none
-SELECT explain_check('UPDATE r SET v = ''B'' WHERE id <= 2');
+-- ... and where the trigger checks (fence.inline off), none
+SET fence.inline = off;
+SELECT explain_check(format('UPDATE r SET v = %L, writer_epoch = %s WHERE id <= 2', 'B', :tb));
+RESET fence.inline;
 UPDATE r SET v = 'B', writer_epoch = :tb WHERE id <= 2;
 CALL flush();
 SELECT * FROM calls();
 SELECT id, v, writer_epoch = :tb AS epoch_b FROM r ORDER BY id;
+-- fence_begin, the guard stamping the row: the check gives the token the
+-- trigger would stamp, in the column's place in the plan
+SELECT explain_check('UPDATE r SET v = ''B4'' WHERE id = 4');
+BEGIN;
+SELECT fence_begin('J', :tb);
+UPDATE r SET v = 'B4' WHERE id = 4 RETURNING id, v, writer_epoch = :tb AS stamped;
+COMMIT;
+CALL flush();
+SELECT * FROM calls();
+-- DELETE: the check is a junk column of the scan
+SELECT explain_check('DELETE FROM r WHERE id = 4');
+SELECT fence_claim('JD', '1 hour') AS tdel \gset
+BEGIN;
+SELECT fence_begin('JD', :tdel);
+DELETE FROM r WHERE id = 4 RETURNING id;
+ROLLBACK;
+CALL flush();
+SELECT * FROM calls();
 
 --
 -- 2. The same refusals, messages and all, inline and by the trigger.  (A
@@ -108,13 +130,46 @@ BEGIN;
 SELECT fence_begin('J', :tb);
 UPDATE r SET v = 'A', writer_epoch = :ta WHERE id = 4;
 ROLLBACK;
+-- no binding at all: 5F003, stamped and deleting
+UPDATE r SET v = 'A' WHERE id = 3;
+SET fence.inline = off;
+UPDATE r SET v = 'A' WHERE id = 3;
+RESET fence.inline;
+DELETE FROM r WHERE id = 3;
+SET fence.inline = off;
+DELETE FROM r WHERE id = 3;
+RESET fence.inline;
+-- B stamping its own row again, strict mode: 5G003, both ways
+BEGIN;
+SELECT fence_begin('J', :tb);
+SAVEPOINT s;
+UPDATE r SET v = 'B5' WHERE id = 4;
+ROLLBACK TO s;
+SET LOCAL fence.inline = off;
+UPDATE r SET v = 'B5' WHERE id = 4;
+ROLLBACK;
+-- B deleting a row C has written since: 5F002, both ways
+SELECT fence_claim('JC', '1 hour') AS tjc \gset
+UPDATE r SET v = 'C', writer_epoch = :tjc WHERE id = 4;
+BEGIN;
+SELECT fence_begin('J', :tb);
+SAVEPOINT s;
+DELETE FROM r WHERE id = 4;
+ROLLBACK TO s;
+SET LOCAL fence.inline = off;
+DELETE FROM r WHERE id = 4;
+ROLLBACK;
 CALL flush();
 SELECT * FROM calls();
 \set VERBOSITY terse
--- the twin: the same stale write on the unprotected table lands
+-- the twins: the same stale writes on the unprotected table land
 UPDATE r_plain SET v = 'B', writer_epoch = :tb WHERE id = 3;
 UPDATE r_plain SET v = 'A', writer_epoch = :ta WHERE id = 3;
 SELECT v, writer_epoch = :ta AS stale_epoch_landed FROM r_plain WHERE id = 3;
+UPDATE r_plain SET v = 'C', writer_epoch = :tjc WHERE id = 4;
+DELETE FROM r_plain WHERE id = 4;
+SELECT (SELECT v FROM r WHERE id = 4) AS protected_keeps,
+	   (SELECT count(*) FROM r_plain WHERE id = 4) AS unprotected_rows_left;
 
 --
 -- 3. Every path the inline form does not take keeps the trigger.
@@ -125,17 +180,52 @@ UPDATE r SET v = 'B3', writer_epoch = :tb WHERE id = 3;
 RESET fence.inline;
 CALL flush();
 SELECT * FROM calls();
--- fence_begin, the guard stamping the row
+-- fence.inline off: stamping and DELETE
+SELECT fence_claim('JE', '1 hour') AS tje \gset
 BEGIN;
-SELECT fence_begin('J', :tb);
-UPDATE r SET v = 'B4' WHERE id = 4;
-COMMIT;
--- DELETE
-SELECT fence_claim('JD', '1 hour') AS tdel \gset
-BEGIN;
-SELECT fence_begin('JD', :tdel);
-DELETE FROM r WHERE id = 4;
+SELECT fence_begin('JE', :tje);
+SET LOCAL fence.inline = off;
+UPDATE r SET v = 'E0' WHERE id = 4 RETURNING id, v, writer_epoch = :tje AS stamped;
+DELETE FROM r WHERE id = 2 RETURNING id;
 ROLLBACK;
+CALL flush();
+SELECT * FROM calls();
+-- stamping with a multiple assignment in the SET list: no stamp planned
+BEGIN;
+SELECT fence_begin('JE', :tje);
+UPDATE r SET (v, id) = (SELECT 'E1', 4) WHERE id = 4 RETURNING id, v, writer_epoch = :tje AS stamped;
+ROLLBACK;
+CALL flush();
+SELECT * FROM calls();
+-- ... nor on a table with a stored generated column (which might depend
+-- on the stamp); the token in the statement is still checked inline
+CREATE TABLE g (id int PRIMARY KEY, v text, writer_epoch bigint,
+				e2 bigint GENERATED ALWAYS AS (writer_epoch * 2) STORED);
+INSERT INTO g VALUES (1, 'init', NULL);
+SELECT fence_protect('g');
+BEGIN;
+SELECT fence_begin('JE', :tje);
+UPDATE g SET v = 'G' WHERE id = 1 RETURNING id, e2 = 2 * :tje AS generated_from_stamp;
+UPDATE g SET v = 'G2', writer_epoch = :tje WHERE id = 1;
+ROLLBACK;
+CALL flush();
+SELECT * FROM calls();
+-- another BEFORE ROW DELETE trigger; and one for UPDATE only, which does
+-- not stand in a DELETE's way
+CREATE FUNCTION keep() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RETURN OLD; END $$;
+CREATE TRIGGER a_keep BEFORE DELETE ON r FOR EACH ROW EXECUTE FUNCTION keep();
+BEGIN;
+SELECT fence_begin('JE', :tje);
+DELETE FROM r WHERE id = 4 RETURNING id;
+ROLLBACK;
+DROP TRIGGER a_keep ON r;
+CREATE TRIGGER a_keep BEFORE UPDATE ON r FOR EACH ROW EXECUTE FUNCTION keep();
+BEGIN;
+SELECT fence_begin('JE', :tje);
+DELETE FROM r WHERE id = 4 RETURNING id;
+ROLLBACK;
+DROP TRIGGER a_keep ON r;
 CALL flush();
 SELECT * FROM calls();
 -- a hand-written call of the check is a value like any other: the planner
@@ -188,6 +278,12 @@ SELECT * FROM calls();
 SELECT fence_claim('J5', '1 hour') AS tf \gset
 WITH u AS (UPDATE r SET v = 'F', writer_epoch = :tf WHERE id = 1 RETURNING id)
 SELECT count(*) FROM u;
+SELECT fence_claim('J6', '1 hour') AS tg \gset
+BEGIN;
+SELECT fence_begin('J6', :tg);
+WITH d AS (DELETE FROM r WHERE id = 1 RETURNING id)
+SELECT count(*) FROM d;
+ROLLBACK;
 CALL flush();
 SELECT * FROM calls();
 -- a partitioned table, a row moving between partitions included
@@ -199,6 +295,11 @@ SELECT fence_protect('p');
 SELECT fence_claim('P', '1 hour') AS tp \gset
 UPDATE p SET v = 'P', writer_epoch = :tp WHERE id = 1;
 UPDATE p SET id = 12, writer_epoch = :tp WHERE id = 2;
+SELECT fence_claim('PD', '1 hour') AS tpd \gset
+BEGIN;
+SELECT fence_begin('PD', :tpd);
+DELETE FROM p WHERE id = 1;
+ROLLBACK;
 -- ... and a partition written directly: an ordinary table, inline
 SELECT fence_release('P', :tp) AS released;
 SELECT fence_claim('P', '1 hour') AS tp2 \gset
@@ -214,6 +315,11 @@ INSERT INTO ih_c VALUES (2, 'init', NULL);
 SELECT fence_protect('ih');
 SELECT fence_claim('I', '1 hour') AS ti \gset
 UPDATE ih SET v = 'I', writer_epoch = :ti;
+SELECT fence_claim('ID', '1 hour') AS tid \gset
+BEGIN;
+SELECT fence_begin('ID', :tid);
+DELETE FROM ih;
+ROLLBACK;
 CALL flush();
 SELECT * FROM calls();
 
@@ -254,7 +360,7 @@ CALL flush();
 SELECT * FROM calls();
 
 DROP FUNCTION write_r(bigint, int);
-DROP TABLE r, r_plain, p, ih, ih_c, tok, seen;
-DROP FUNCTION touch(), calls(), explain_check(text);
+DROP TABLE r, r_plain, p, ih, ih_c, g, tok, seen;
+DROP FUNCTION touch(), keep(), calls(), explain_check(text);
 DROP PROCEDURE flush();
 DROP EXTENSION fence;

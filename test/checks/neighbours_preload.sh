@@ -234,9 +234,9 @@ check "the released token's write (audit-stale) fails 5F001 and the successor's 
 check "twin: on unprotected ledger_plain the stale write lands over the successor's" \
 	"$(state "UPDATE ledger_plain SET v = 'plain-successor', writer_epoch = $fresh WHERE id = 1") $(state "UPDATE ledger_plain SET v = 'plain-stale', writer_epoch = $stale WHERE id = 1") $(val "SELECT v FROM ledger_plain")" \
 	"00000 00000 plain-stale"
-inline_before=$(val "SELECT inline_updates FROM fence_stats")
+inline_before=$(val "SELECT inline_writes FROM fence_stats")
 check "fence's inline form checked that stale write, its hooks chained with pgaudit's (fence_stats counts one UPDATE more)" \
-	"$(state "UPDATE ledger SET v = 'audit-stale', writer_epoch = $stale WHERE id = 1") $(val "SELECT inline_updates FROM fence_stats")" \
+	"$(state "UPDATE ledger SET v = 'audit-stale', writer_epoch = $stale WHERE id = 1") $(val "SELECT inline_writes FROM fence_stats")" \
 	"5F001 $((inline_before + 1))"
 check "a write without a token fails 5F003" "$(state "UPDATE ledger SET v = 'audit-notoken' WHERE id = 1")" 5F003
 check "disarming DDL fails 5F006 beside pgaudit's event triggers" \
