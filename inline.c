@@ -265,6 +265,14 @@ inline_has_multiexpr(Node *node, void *context)
 	return expression_tree_walker(node, inline_has_multiexpr, context);
 }
 
+/* Has rel a stored generated column? */
+static bool
+inline_has_generated(Relation rel)
+{
+	return rel->rd_att->constr != NULL &&
+		rel->rd_att->constr->has_generated_stored;
+}
+
 /*
  * A check of kind for relation rte->relid's guard g, on the row as it was
  * (rti's Vars), with first_args before (tbl, 'col', 'mode'), marked as the
@@ -315,8 +323,7 @@ inline_result_table(Query *parse, int16 event, InlineGuard *g,
 	rel = relation_open(rte->relid, NoLock);
 	alone = inline_guard_alone(rel, rel->trigdesc, event, g);
 	children = rel->rd_rel->relhassubclass;
-	*has_generated = rel->rd_att->constr != NULL &&
-		rel->rd_att->constr->has_generated_stored;
+	*has_generated = inline_has_generated(rel);
 	relation_close(rel, NoLock);
 	return alone && !children ? rte : NULL;
 }
@@ -532,9 +539,11 @@ inline_skip_guard(ModifyTableState *mtstate)
 			continue;
 		if (i >= list_length(colnos))
 			break;
+		/* (the stamp's conditions checked again: see inline_wrap_update) */
 		if (list_nth_int(colnos, i) == g.attnum &&
 			(inline_is_marked(tle->expr, INLINE_GUARD, &g, RelationGetRelid(rel)) ||
-			 inline_is_marked(tle->expr, INLINE_STAMP, &g, RelationGetRelid(rel))))
+			 (inline_is_marked(tle->expr, INLINE_STAMP, &g, RelationGetRelid(rel)) &&
+			  !inline_has_generated(rel))))
 		{
 			rri->ri_TrigDesc->trig_update_before_row = false;
 			return FENCE_INLINE_USED;

@@ -16,6 +16,9 @@
 #                           raw UPDATE's and the default run at production
 #                           settings, compared in one report, and the tuned
 #                           run with --cpu-only (two clusters)
+#   bench/inline.sh         the guard's inline form against its trigger on a
+#                           preloaded server (each fence variant used the
+#                           path it names, by fence_stats)
 # scale.sh and soak.sh run at production settings by default (fsync,
 # full_page_writes and autovacuum on, no VACUUM between runs); --cpu-only
 # is exercised as cheaply as it can be: scale.sh once more at 1 client, not
@@ -24,8 +27,8 @@
 # client or a server-side ERROR, that every report holds each variant
 # with a throughput above zero, and that scale's and soak's reports state
 # the settings each mode asked for.  No timing assertion: quick runs are
-# too short to mean anything.  About 40 s at load 1.5-2 (2 cores), 2-5 s
-# more than before the --cpu-only runs were added.
+# too short to mean anything.  About 100 s at load 1.5-2 (2 cores), of
+# which inline.sh about 15 s and the --cpu-only runs about 15 s.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -52,6 +55,7 @@ for s in scale pipeline backend_memory claim_profile; do
 	run "$s" "$s"
 done
 run soak soak --runs "raw default"
+run inline inline
 run scale_cpu scale --cpu-only --clients 1 --no-contended
 run soak_cpu soak --cpu-only --runs tuned
 
@@ -88,6 +92,8 @@ for r in raw default tuned; do
 done
 need "$out/soak/report.md" '| raw | claim_jobs |' '| default | fence_claims |' 'fence / raw'
 need "$out/soak_cpu/report.md" '| tuned |'
+need "$out/inline/inline.md" '| stmt_inline |' '| begin_inline |' '| begin_delete_inline |' \
+	'| stmt_trigger |' '| begin_delete_trigger |' 'fence preloaded'
 
 # the CPU-only runs, and every report's settings as the server had them
 need "$out/scale_cpu/report.md" '| 10,000 | uncontended | 1 |' 'fence_claim / raw conditional UPDATE, CPU-only settings'
