@@ -45,9 +45,16 @@
 #   fence_delete      BEGIN; fence_begin(job, T); the DELETE; COMMIT
 #   *_trigger         fence_stmt, fence_begin and fence_delete with
 #                     SET fence.inline = off first: the trigger checks
+#   single_plain      not one statement on 1000 rows but 100 single-row
+#   single_stmt       UPDATEs, each its own statement (parsed and planned
+#   single_stmt_trigger  each time, as a single-user backend runs them):
+#                     the cost per statement of a one-row UPDATE, plain,
+#                     fence_stmt's and fence_stmt_trigger's; set against
+#                     single_plain
 # The ratio column is plain's Ir per row over the variant's (as a throughput
 # ratio reads: 1.00 costs nothing, 0.75 costs a third more); the DELETE
-# variants are set against plain_delete.
+# variants are set against plain_delete, the single_* ones against
+# single_plain (their "row" is a statement).
 #
 # Output: a markdown table on stdout and in DIR/instructions.md (DIR:
 # --out, else /tmp/fence-bench-instr.XXXXXX), with each run's cachegrind
@@ -87,6 +94,7 @@ if [ "$QUICK" = 1 ]; then
 else
 	ROWS=100000 K1=2 K2=12
 fi
+SINGLE_ROWS=100			# the single_* variants' statements per K
 DB=fence_bench
 [ -n "$OUT" ] || OUT=$(mktemp -d /tmp/fence-bench-instr.XXXXXX)
 mkdir -p "$OUT/runs"
@@ -138,6 +146,12 @@ stmt()
 	local begin="BEGIN; SELECT fence_begin('bench_0', $TB);"
 	case $1 in
 	fence_*_trigger) stmt "${1%_trigger}" "$2" ;;
+	single_*)
+		local i
+		for ((i = lo; i < lo + SINGLE_ROWS; i++)); do
+			echo "UPDATE $t SET $set WHERE id = $i;"
+		done
+		;;
 	plain | noop_trigger | fence_stmt) echo "UPDATE $t SET $set WHERE $ids;" ;;
 	predicate) echo "UPDATE $t SET $set WHERE $ids AND writer_epoch < $TB;" ;;
 	fence_begin) echo "$begin UPDATE $t SET qty = qty + 1 WHERE $ids; COMMIT;" ;;
@@ -154,6 +168,8 @@ table_of()
 {
 	case $1 in
 	fence_*_trigger) table_of "${1%_trigger}" ;;
+	single_plain) echo b_plain ;;
+	single_stmt | single_stmt_trigger) echo b_fence_stmt ;;
 	plain | plain_delete) echo b_plain ;;
 	predicate | predicate_delete) echo b_predicate ;;
 	fence_begin | fence_delete) echo b_fence_begin ;;
@@ -172,7 +188,7 @@ count()
 	rm -f "$data/postmaster.pid"
 	{
 		# once a run, so that it cancels out of the cost per row
-		[[ $v == fence_*_trigger ]] && echo "SET fence.inline = off;"
+		[[ $v == *_trigger && $v != noop_trigger ]] && echo "SET fence.inline = off;"
 		for ((i = 0; i < k; i++)); do stmt "$v" "$i"; done
 	} >"$run.sql"
 	# cachegrind writes as postgres, into the cluster's directory (DIR may
@@ -196,6 +212,7 @@ count()
 		sed -n 's/.*n = "\([0-9]*\)".*/\1/p')
 	case $v in
 	*_delete | *_delete_trigger) want=$((ROWS - k * 1000)) ;;
+	single_*) want=$((k * SINGLE_ROWS)) ;;
 	*) want=$((k * 1000)) ;;
 	esac
 	[ "$got" = "$want" ] || fence_die "$v, $k statements: $got rows where $want were expected"
@@ -213,12 +230,14 @@ check_query()
 
 VARIANTS=(plain predicate noop_trigger fence_stmt fence_stmt_trigger fence_begin
 	fence_begin_trigger fence_after_begin plain_delete predicate_delete fence_delete
-	fence_delete_trigger)
+	fence_delete_trigger single_plain single_stmt single_stmt_trigger)
 declare -A PER_ROW
 for v in "${VARIANTS[@]}"; do
 	a=$(count "$v" "$K1")
 	b=$(count "$v" "$K2")
-	PER_ROW[$v]=$(((b - a) / ((K2 - K1) * 1000)))
+	n=1000
+	[[ $v == single_* ]] && n=$SINGLE_ROWS
+	PER_ROW[$v]=$(((b - a) / ((K2 - K1) * n)))
 	qb_say "$v: $a Ir at $K1 statements, $b at $K2: ${PER_ROW[$v]} per row"
 done
 rm -rf "$CL/run-data"
@@ -235,6 +254,7 @@ rm -rf "$CL/run-data"
 	for v in "${VARIANTS[@]}"; do
 		base=plain
 		[[ $v == *_delete || $v == *_delete_trigger ]] && base=plain_delete
+		[[ $v == single_* ]] && base=single_plain
 		awk -v v="$v" -v n="${PER_ROW[$v]}" -v p="${PER_ROW[$base]}" \
 			'BEGIN { printf "| %s | %d | %.3f | %+d |\n", v, n, p / n, n - p }'
 	done
