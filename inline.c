@@ -335,9 +335,10 @@ inline_result_table(Query *parse, int16 event, InlineGuard *g,
  * fence_inline_stamp gives, as the trigger would stamp it.  The stamp is
  * not planned where the SET list holds a multiple assignment (its junk
  * columns) or where a stored generated column might have to be computed
- * again from the stamp (PostgreSQL 16 on recomputes only those depending
- * on the SET list's columns when no BEFORE ROW trigger might change
- * others).
+ * again from the stamp: PostgreSQL 16 on recomputes only those depending
+ * on the SET list's columns unless a BEFORE ROW UPDATE trigger might change
+ * others, and which trigger descriptor it asks (today the relation's, not
+ * the execution's copy this file changes) is not a promise to rely on.
  */
 static void
 inline_wrap_update(Query *parse)
