@@ -345,13 +345,13 @@ inline_wrap_update(Query *parse)
 {
 	RangeTblEntry *rte;
 	InlineGuard g;
-	bool		has_generated;
+	bool		no_stamp;		/* a stored generated column, or SET (a, b) = */
 	ListCell   *lc;
 	ListCell   *before = NULL;
 	Expr	   *check;
 	TargetEntry *stamp;
 
-	rte = inline_result_table(parse, TRIGGER_TYPE_UPDATE, &g, &has_generated);
+	rte = inline_result_table(parse, TRIGGER_TYPE_UPDATE, &g, &no_stamp);
 	if (rte == NULL)
 		return;
 
@@ -359,11 +359,17 @@ inline_wrap_update(Query *parse)
 	{
 		TargetEntry *tle = lfirst_node(TargetEntry, lc);
 
-		if (tle->resjunk || inline_has_multiexpr((Node *) tle->expr, NULL))
+		/* a multiple assignment: its junk column, or a column it sets */
+		if (tle->resjunk)
+		{
+			no_stamp = true;
+			continue;
+		}
+		if (inline_has_multiexpr((Node *) tle->expr, NULL))
 		{
 			if (tle->resno == g.attnum)
 				return;
-			has_generated = true;	/* no stamp (above) */
+			no_stamp = true;
 			continue;
 		}
 		if (tle->resno < g.attnum)
@@ -378,7 +384,7 @@ inline_wrap_update(Query *parse)
 	}
 
 	/* No value for the column: the stamp, in its place by column number. */
-	if (has_generated)
+	if (no_stamp)
 		return;
 	check = inline_make_check(INLINE_STAMP, &g, parse->resultRelation, rte, NIL);
 	if (check == NULL)
