@@ -6,6 +6,7 @@ OBJS = \
 	audit.o \
 	audit_log.o \
 	binding.o \
+	citus.o \
 	claims.o \
 	ddl.o \
 	effects.o \

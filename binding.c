@@ -41,9 +41,14 @@ PG_FUNCTION_INFO_V1(fence_begin_fresh);
 Datum
 fence_begin(PG_FUNCTION_ARGS)
 {
-	char	   *job = fence_job_arg(fcinfo, 0);
-	int64		token = fence_token_arg(fcinfo, 1);
-	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	char	   *job;
+	int64		token;
+	FenceCatalog *cat;
+
+	fence_refuse_on_citus_worker("fence_begin");
+	job = fence_job_arg(fcinfo, 0);
+	token = fence_token_arg(fcinfo, 1);
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
 
 	/*
 	 * A trigger that binds a token vouches for the statement that fired it,
@@ -85,9 +90,13 @@ fence_begin(PG_FUNCTION_ARGS)
 Datum
 fence_begin_fresh(PG_FUNCTION_ARGS)
 {
-	FenceCatalog *cat = fence_catalog(fcinfo->flinfo->fn_oid);
-	char	   *reason = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	FenceCatalog *cat;
+	char	   *reason;
 	int64		token;
+
+	fence_refuse_on_citus_worker("fence_begin_fresh");
+	cat = fence_catalog(fcinfo->flinfo->fn_oid);
+	reason = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
 
 	if (reason != NULL && reason[0] == '\0')
 		ereport(ERROR,

@@ -1253,6 +1253,7 @@ fence_claim(PG_FUNCTION_ARGS)
 	ClaimRow	row;
 	int64		claimed_token;
 
+	fence_refuse_on_citus_worker("fence_claim");
 	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	p.lease = fence_lease_arg(fcinfo, 1);
@@ -1315,6 +1316,7 @@ fence_renew(PG_FUNCTION_ARGS)
 	FenceCatalog *cat;
 	int64		expiry;
 
+	fence_refuse_on_citus_worker("fence_renew");
 	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	p.token = fence_token_arg(fcinfo, 1);
@@ -1355,6 +1357,7 @@ fence_release(PG_FUNCTION_ARGS)
 	bool		released;
 	bool		newly_locked;
 
+	fence_refuse_on_citus_worker("fence_release");
 	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	p.token = fence_token_arg(fcinfo, 1);
@@ -1430,6 +1433,7 @@ fence_release_any(PG_FUNCTION_ARGS)
 	int64		released_token;
 	bool		newly_locked;
 
+	fence_refuse_on_citus_worker("fence_release_any");
 	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	cat = fence_catalog(fcinfo->flinfo->fn_oid);
@@ -1462,6 +1466,7 @@ fence_renew_any(PG_FUNCTION_ARGS)
 	ClaimRow	row;
 	int64		expiry;
 
+	fence_refuse_on_citus_worker("fence_renew_any");
 	claims_params_init(&p);
 	p.job = fence_job_arg(fcinfo, 0);
 	p.lease = fence_lease_arg(fcinfo, 1);

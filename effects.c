@@ -200,13 +200,16 @@ effects_record(FenceCatalog *cat, text *key, const char *job, int64 token)
 Datum
 fence_once(PG_FUNCTION_ARGS)
 {
-	text	   *key = effects_key_arg(fcinfo);
+	text	   *key;
 	FenceCatalog *cat;
 	const char *job;
 	int64		token;
 	int64		late_token;
 	const char *late_job;
 	bool		first;
+
+	fence_refuse_on_citus_worker("fence_once");
+	key = effects_key_arg(fcinfo);
 
 	if (fence_trigger_depth() > 0)
 		ereport(ERROR,

@@ -87,6 +87,9 @@
  *				inline form
  *				took or left to the trigger, in shared memory when fence is
  *				in shared_preload_libraries
+ *	citus.c		Citus, looked up at run time: the refusal of claims and
+ *				bindings on a Citus worker (the coordinator is the
+ *				arbiter), and whether a relation is one of Citus's tables
  *	pg_compat.h	every difference between PostgreSQL majors
  *
  * The after form, like the before form, is one concern per file: guard.c
@@ -135,6 +138,7 @@
 #define ERRCODE_FENCE_WRONG_JOB		MAKE_SQLSTATE('5','G','0','0','1')
 #define ERRCODE_FENCE_NEVER_ISSUED	MAKE_SQLSTATE('5','G','0','0','2')
 #define ERRCODE_FENCE_WRITTEN_BY_SELF	MAKE_SQLSTATE('5','G','0','0','3')
+#define ERRCODE_FENCE_NOT_ARBITER	MAKE_SQLSTATE('5','G','0','0','4')
 
 /* stats.c: every 5F ereport says errcode(fence_refused(ERRCODE_FENCE_...)) */
 extern void fence_stats_init(void);
@@ -556,5 +560,9 @@ extern int64 fence_xact_statement_binding(const char **job,
 										  const char **late_job);
 extern void fence_xact_note_update(Oid relid, ItemPointer tid, int64 token);
 extern int64 fence_xact_moving_row_token(Oid relid, ItemPointer tid);
+
+/* citus.c */
+extern void fence_refuse_on_citus_worker(const char *fn);
+extern bool fence_citus_table(Oid relid);
 
 #endif							/* FENCE_H */

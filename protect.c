@@ -298,6 +298,12 @@ check_protect_target(FenceCatalog *cat, Oid relid)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("must be owner of table %s", fence_rel_display_name(relid))));
+	if (fence_citus_table(relid))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("table %s is a Citus table", fence_rel_display_name(relid)),
+				 errdetail("fence protects the tables Citus's coordinator keeps as plain local tables; its guard does not run on Citus's shards yet."),
+				 errhint("Keep a protected table local to the coordinator; doc/scale-out.md says what fence on Citus does.")));
 	if (get_rel_persistence(relid) == RELPERSISTENCE_UNLOGGED)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
