@@ -40,22 +40,18 @@
 
 #include "access/heapam.h"
 #include "access/htup_details.h"
+#include "access/stratnum.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "catalog/pg_type.h"
-#include "access/stratnum.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 
-/*
- * Citus's group of this node: -1 when Citus is not installed in this
- * database (or its table holds no row), else pg_dist_local_group.groupid.
- */
 /* The relid of Citus's catalog table name, or InvalidOid without Citus. */
 static Oid
 citus_catalog_relid(const char *name)
